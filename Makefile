@@ -1,0 +1,57 @@
+# eagle_nb: `make demo` and `make test` each set up everything from a fresh clone.
+SHELL := /bin/bash
+PY    ?= python3
+VENV  := .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export EAGLE_NB_PROGRESS ?= 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+PROFILE ?= quick
+
+.PHONY: install provision demo test test-fast bench docs readme export clean help
+
+help:
+	@echo "make demo   set up .venv, provision SmolLM2 + data, run the pipeline headless (PROFILE=quick|full)"
+	@echo "make test   set up .venv, provision, then every check and test (ends with 'N passed, N failed')"
+	@echo "make bench  benchmarks in bench/ (ratios measured side by side)"
+	@echo "make docs   build the documentation site into _docs/"
+	@echo "make clean  remove build outputs and runs (keeps .venv and the provisioned cache)"
+
+# The venv is rebuilt when the pins (settings.ini) or setup.py change. torch goes in first and alone:
+# the CPU wheel 2.13.0; anything that lets pip choose torch itself pulls several GB of CUDA.
+$(STAMP): settings.ini setup.py
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip check
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+provision: install
+	$(BIN)/eagle-nb provision
+
+demo: provision
+	$(BIN)/eagle-nb demo --profile $(PROFILE)
+
+test: provision
+	EAGLE_NB_PROGRESS=0 $(BIN)/python tests/run_all.py
+
+test-fast: install
+	EAGLE_NB_PROGRESS=0 $(BIN)/python tests/run_all.py --fast
+
+bench: provision
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+docs: install
+	$(BIN)/eagle-nb docs
+
+readme: install
+	$(BIN)/python -m eagle_nb.docs readme
+
+export: install
+	$(BIN)/nbdev_export
+	$(BIN)/nbdev_clean
+
+clean:
+	rm -rf _docs _proc _runs build dist *.egg-info .pytest_cache
