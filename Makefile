@@ -8,7 +8,7 @@ export EAGLE_NB_PROGRESS ?= 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PROFILE ?= quick
 
-.PHONY: install provision demo test test-fast bench docs readme export clean help
+.PHONY: install provision browser demo test test-fast bench docs readme export clean help
 
 help:
 	@echo "make demo   set up .venv, provision SmolLM2 + data, run the pipeline headless (PROFILE=quick|full)"
@@ -34,7 +34,12 @@ provision: install
 demo: provision
 	$(BIN)/eagle-nb demo --profile $(PROFILE)
 
-test: provision
+# the docs test opens the site in headless Chromium (Debian's package; installed here when missing)
+browser:
+	@command -v chromium >/dev/null || { echo "installing chromium (apt) for the docs browser test"; \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "WARNING: could not install chromium; the browser test will fail"; }
+
+test: provision browser
 	EAGLE_NB_PROGRESS=0 $(BIN)/python tests/run_all.py
 
 test-fast: install
@@ -47,7 +52,7 @@ docs: install
 	$(BIN)/eagle-nb docs
 
 readme: install
-	$(BIN)/python -m eagle_nb.docs readme
+	$(BIN)/eagle-nb docs readme
 
 export: install
 	$(BIN)/nbdev_export
