@@ -4,7 +4,7 @@
 
 # %% ../nbs/01b_sglang.ipynb #261a3d4e
 from __future__ import annotations
-import http.client, json, os, random, socket, threading, time, urllib.parse
+import http.client, json, random, socket, threading, time, urllib.parse
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor, FIRST_COMPLETED, wait
 from dataclasses import dataclass, field, asdict
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+import torch
 from .core import EagleNbError, progress
 
 # %% auto #0
@@ -460,8 +461,6 @@ def map_in_threads(fn: Callable, items: Iterable[tuple], concurrency: int) -> It
             for f in pending: f.cancel()
 
 # %% ../nbs/01b_sglang.ipynb #fbafddf9
-import torch
-
 @dataclass
 class SGLangExtractReport:
     "What `extract_via_sglang` / `extract_via_engine` did."
