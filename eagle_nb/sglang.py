@@ -500,13 +500,17 @@ def _target_facts(target_info) -> tuple[dict, int, int]:
     except KeyError as e: raise EagleNbError(f"target_info lacks {e}; pass Target.describe()") from None
 
 def _open_dataset(dataset, limit: int|None):
-    "(ids, get(i) -> (id, input_ids list, loss_mask list), max length or None) for a dataset dir, a TokenizedDataset or a list of dicts."
+    "(ids, get(i) -> (id, input_ids list, loss_mask list), max length) for a dataset dir or .jsonl, a TokenizedDataset or a list of dicts."
     if isinstance(dataset, (str, Path)):
-        from eagle_nb.data import TokenizedDataset   # lazy: the data module is only needed for a directory
-        dataset = TokenizedDataset.open(dataset)
+        from eagle_nb.extract import open_dataset   # lazy; reads what `eagle-nb extract --data` takes (dir or .jsonl)
+        dataset = open_dataset(dataset)
     n = len(dataset) if limit is None else min(limit, len(dataset))
     ids = [str(x) for x in (dataset.ids if hasattr(dataset, 'ids') else [dataset[i]['id'] for i in range(n)])][:n]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise EagleNbError(f"dataset: sample id {dup!r} appears twice; ids must be unique")
     lengths = getattr(dataset, 'lengths', None)
+    if lengths is None: lengths = [len(dataset[i]['input_ids']) for i in range(n)]
     def get(i):
         s = dataset[i]
         ii = s['input_ids']; ii = ii.tolist() if hasattr(ii, 'tolist') else list(ii)

@@ -115,3 +115,18 @@ def test_engine_path_with_stand_in_sglang(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, 'sglang', None)                     # not installed
     with pytest.raises(EagleNbError, match=r'pip install "eagle_nb\[sglang\]"'):
         extract_via_engine(data, TGT.describe(), tmp_path/'z', 'tiny-llama')
+
+
+def test_extract_cli_backend_sglang(tmp_path):
+    # `eagle-nb extract --backend sglang` (eagle_nb.extract) calls extract_via_sglang: the hook end to end
+    import json
+    from eagle_nb.extract import extract_main
+    data = dataset(5, seed=4)
+    with open(tmp_path/'data.jsonl', 'w') as f:
+        for d in data: f.write(json.dumps(dict(id=d['id'], input_ids=d['input_ids'].tolist(), loss_mask=d['loss_mask'].tolist())) + '\n')
+    ks = [2, L // 2, L - 3]                                                # what --layers auto asks for
+    with FakeSGLang(TGT, layer_ids=ks) as aux, FakeSGLang(TGT) as fin:
+        rc = extract_main(['--data', str(tmp_path/'data.jsonl'), '--target', 'tiny-llama', '--backend', 'sglang',
+                           '--url', aux.url, '--final-url', fin.url, '--out', str(tmp_path/'st')])
+    assert rc == 0
+    check_store(tmp_path/'st', data, ks)
