@@ -1,0 +1,138 @@
+"The TTT loss: shifted masks (the first response token IS trained), the fused head against plain autograd, top-k teachers."
+import json, math
+import pytest, torch
+from train_helpers import smoke_store
+from eagle_nb.core import EagleNbError
+from eagle_nb.drafter import DrafterConfig, Eagle3Drafter, vocab_map
+from eagle_nb.store import HiddenStateStore
+from eagle_nb.train import (TargetHead, TTTObjective, TrainConfig, config_from_args, draft_vocab_from_store, head_cross_entropy,
+                            load_target_heads, prepare_batch, topk_distribution, ttt_masks, plan_batches, padding_fraction,
+                            heldout_split, train, ce_kernels, _ce_grad, _ce_stats)
+
+torch.set_num_threads(1)
+
+def _setup(steps=3, dtype=torch.float32, draft=200):
+    st = HiddenStateStore.open(smoke_store())
+    tgt, emb, head_w = load_target_heads(st.manifest['target']['name'])
+    ids = draft_vocab_from_store(st, draft)
+    d2t, t2d = vocab_map(ids, tgt.vocab_size)
+    torch.manual_seed(0)
+    dr = Eagle3Drafter(DrafterConfig.from_target(tgt, len(ids), st.layer_ids), emb).set_vocab(d2t, t2d)
+    head = TargetHead(head_w, ids, 'cpu', dtype)
+    return st, dr, head, t2d, ids
+
+def _loss(obj, sample, head, t2d, ids, steps):
+    b = prepare_batch([sample], steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
+    w = torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)
+    with torch.no_grad(): return obj(b, w.float())[0].item(), b
+
+def test_first_response_token_is_trained():
+    "Changing the target's distribution at the position that teaches the first response token changes the loss."
+    steps = 3
+    st, dr, head, t2d, ids = _setup(steps, draft=10**6)     # the whole target vocab: every target argmax is a draft token
+    obj = TTTObjective(dr, steps)
+    s = st.get(st.sample_ids[0])
+    mask = s['loss_mask'].bool()
+    first = int(mask.nonzero()[0])                    # the first response token
+    assert first >= 3 and not mask[first - 1]
+    base, b = _loss(obj, s, head, t2d, ids, steps)
+    # step 0 row first-2 (state at first-2, input token first-1) predicts token `first` from the target at first-1
+    T = len(s['input_ids'])
+    row0 = (b.rows < T - 1) & (b.rows % (T - 1) == first - 2)
+    taught = torch.cat([mask[1:], torch.tensor([False])]).nonzero().flatten()   # positions whose teacher is kept
+    assert row0.sum() == 1 and int(taught[b.target_rows[row0]]) == first - 1
+    def perturbed(pos):
+        s2 = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
+        s2['final'][pos] = torch.roll(s2['final'][pos], 7) * 3          # a different teacher at `pos`
+        return _loss(obj, s2, head, t2d, ids, steps)[0]
+    assert abs(perturbed(first - 1) - base) > 1e-4        # teaches token `first`: trained (SpecForge #885 would skip it)
+    assert perturbed(first - 2) == base                    # teaches token first-1, a prompt token: not trained
+    assert perturbed(T - 1) == base                        # teaches a token past the end: not trained
+    # SpecForge's reading indexes the mask at the teacher's position (first-1), a prompt token: that row is dropped
+    lm = mask[None].long()
+    assert ttt_masks(lm, torch.ones_like(lm), 1)[0, 0, first - 2] and not mask[first - 1]
+
+def test_loss_is_the_mean_over_trained_rows_weighted_per_step():
+    steps = 3
+    st, dr, head, t2d, ids = _setup(steps)
+    obj = TTTObjective(dr, steps, chunk=50)
+    b = prepare_batch([st.get(i) for i in st.sample_ids[:3]], steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
+    w = torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)
+    loss, ce, ok = obj(b, w.float())
+    # the same from materialized logits and log_softmax
+    hs = dr.forward_ttt(b.aux, b.input_ids, steps, b.attention_mask)
+    logp = dr.lm_head(torch.stack(hs).flatten(0, 2)).log_softmax(-1)[b.rows]
+    ref_ce = -(b.probs[b.target_rows] * logp).sum(-1)
+    ref = sum(0.8 ** i * ref_ce[b.row_step == i].mean() for i in range(steps))
+    assert torch.allclose(ce, ref_ce.detach(), atol=1e-4)
+    assert abs(loss.item() - ref.item()) < 1e-4
+    loss.backward()
+    g1 = {n: p.grad.clone() for n, p in dr.named_parameters() if p.grad is not None}
+    dr.zero_grad(); ref.backward()
+    for n, p in dr.named_parameters():
+        if p.grad is not None: assert torch.allclose(g1[n], p.grad, atol=1e-5, rtol=1e-3), n
+    # no row past the end, none on a prompt token
+    T = b.input_ids.shape[1] + 1
+    assert int(b.counts[0]) >= int(b.counts[-1]) and int(b.rows.numel()) == int(b.counts.sum())
+
+def test_bf16_head_close_to_fp32():
+    g = torch.Generator().manual_seed(0)
+    h, W = torch.randn(300, 64, generator=g), torch.randn(500, 64, generator=g) * 0.2
+    P = (torch.randn(40, 500, generator=g) * 3).softmax(-1)
+    rows = torch.randint(0, 40, (300,), generator=g); am = P.argmax(-1)[rows]; wt = torch.full((300,), 1 / 300)
+    a = head_cross_entropy(h, W, P, rows, am, wt, chunk=128, dtype=torch.float32)[0]
+    b = head_cross_entropy(h, W, P, rows, am, wt, chunk=128, dtype=torch.bfloat16)[0]
+    assert abs(a - b) / a < 1e-2
+
+@pytest.mark.slow
+def test_compiled_kernel_matches_eager():
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(100, 300, generator=g).bfloat16(); P = torch.randn(20, 300, generator=g).softmax(-1)
+    rows = torch.randint(0, 20, (100,), generator=g); w = torch.rand(100, generator=g); tgt = P.argmax(-1)[rows]
+    (ge, se), (gc, sc) = ce_kernels(False), ce_kernels(True)
+    for x, y in zip(ge(z, P, rows, w, tgt), gc(z, P, rows, w, tgt)): assert torch.allclose(x.float(), y.float(), atol=1e-5)
+    for x, y in zip(se(z, P, rows, tgt), sc(z, P, rows, tgt)): assert torch.allclose(x.float(), y.float(), atol=1e-5)
+
+def test_topk_teacher_equals_final_teacher_when_k_covers_the_vocab(tmp_path):
+    "A store with top-k log-probs over the whole draft vocab gives the same teacher as the lm_head on final states."
+    from train_helpers import _code_hash
+    path = smoke_store(n_samples=16, topk=256)            # draft vocab of the smoke target: <= 256 tokens
+    st = HiddenStateStore.open(path)
+    m = st.manifest
+    tgt, emb, head_w = load_target_heads(m['target']['name'])
+    from eagle_nb.train import resolve_draft_vocab
+    ids, src = resolve_draft_vocab(TrainConfig(store=path, out=str(tmp_path)), st)
+    assert 'hash checked' in src and len(ids) == m['draft_vocab']['size']
+    d2t, t2d = vocab_map(ids, tgt.vocab_size)
+    s = st.get(st.sample_ids[0])
+    p1, a1, ok1 = TargetHead(head_w, ids, 'cpu', torch.float32).distribution(s['final'])
+    p2, a2, ok2 = topk_distribution(s['topk_ids'], s['topk_logprobs'], s['target_argmax'], t2d, len(ids))
+    assert torch.equal(ok1, ok2)
+    assert torch.equal(a1[ok1], a2[ok1])
+    assert torch.allclose(p1, p2, atol=2e-3)           # fp16 log-probs in the store
+    r = train(TrainConfig(store=path, out=str(tmp_path/'out'), steps=3, ttt_steps=2, batch_tokens=256, max_len=256,
+                          eval_fraction=0.2, compile=False))
+    assert math.isfinite(r.last['loss']) and r.eval['rows'][0] > 0
+
+def test_batches_waste_little_padding_and_split_by_id():
+    st = HiddenStateStore.open(smoke_store())
+    lengths = {e['id']: e['length'] for e in st.manifest['samples']}
+    plan = plan_batches(lengths, 1024, seed=0, epoch=0)
+    assert padding_fraction(plan, lengths) < 0.15                           # 48 samples: few per length bucket
+    g = torch.Generator().manual_seed(0)                                    # a ShareGPT-like spread of 5000 lengths
+    many = {f'x{i}': int(L) for i, L in enumerate(torch.empty(5000).log_normal_(6, 0.8, generator=g).clamp(8, 2048))}
+    assert padding_fraction(plan_batches(many, 4096, seed=0, epoch=0), many) < 0.02
+    assert plan != plan_batches(lengths, 1024, seed=0, epoch=1)          # a new order each epoch
+    tr, ho = heldout_split(list(lengths), 0.2, seed=0)
+    assert ho and not set(tr) & set(ho) and set(tr) | set(ho) == set(lengths)
+
+def test_config_errors_say_what_to_change(tmp_path):
+    with pytest.raises(EagleNbError, match='micro_batches'): TrainConfig(store='s', out='o', micro_batches=0)
+    with pytest.raises(EagleNbError, match='warmup'): TrainConfig(store='s', out='o', warmup=2)
+    y = tmp_path/'c.yaml'; y.write_text('lr: 0.001\nttt_steps: 3\n')
+    c = config_from_args(['--config', str(y), '--store', 's', '--out', 'o', '--ttt-steps', '5'])
+    assert (c.lr, c.ttt_steps) == (0.001, 5)
+    y.write_text('learning_rate: 1\n')
+    with pytest.raises(EagleNbError, match='unknown TrainConfig fields'): config_from_args(['--config', str(y), '--store', 's', '--out', 'o'])
+    with pytest.raises(EagleNbError, match='not a hidden-state store'):
+        train(TrainConfig(store=str(tmp_path/'nope'), out=str(tmp_path/'o')))
