@@ -13,11 +13,10 @@ machine shared with other jobs; wall-clock tokens/s are printed next to them (th
 
   .venv/bin/python bench/bench_extract.py [--samples 24] [--max-len 160] [--reps 2] [--threads 1]
 """
-import argparse, json, statistics, sys, tempfile, time
+import argparse, json, sys, tempfile, time
 from pathlib import Path
 import torch
 
-from eagle_nb.core import fast_dtype
 from eagle_nb.data import prepare_dataset, TokenizedDataset
 from eagle_nb.extract import ExtractConfig, capture_hidden_states, decoder_parts, extract, plan_batches, padding_overhead
 from eagle_nb.store import bytes_per_token, specforge_bytes_per_token

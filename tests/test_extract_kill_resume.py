@@ -5,7 +5,6 @@ Workers are forked from this process (the tiny target is built once), so each ki
 milliseconds instead of a Python + torch start-up. Threads are pinned to 1 so forked children never
 inherit a live OpenMP pool and all runs use the same kernels (bit-identical states)."""
 import json, multiprocessing as mp, os, random, signal, time
-from pathlib import Path
 import pytest, torch
 
 from eagle_nb.extract import ExtractConfig, extract

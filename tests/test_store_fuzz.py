@@ -1,6 +1,6 @@
 """The store against a model of itself: random sample sizes, layouts, flushes, closes, aborts and resumes;
 after every step what is stored reads back exactly and the store verifies."""
-import json, random
+import random
 import pytest, torch
 
 from eagle_nb.core import EagleNbError
