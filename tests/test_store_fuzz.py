@@ -75,3 +75,15 @@ def test_refusals(tmp_path):
     with pytest.raises(EagleNbError, match='aux dtype differs'): merge_stores(tmp_path/'m', [tmp_path/'b', tmp_path/'c'])
     d = HiddenStateStore.create(tmp_path/'d', **kw); d.add('x', [1], [1], torch.zeros(1, 3, 8), torch.zeros(1, 8)); d.close()
     with pytest.raises(EagleNbError, match="'x' is in both"): merge_stores(tmp_path/'m', [tmp_path/'b', tmp_path/'d'])
+
+
+def test_buffer_owns_its_rows(tmp_path):
+    "A caller that reuses its batch tensors after add() (before the shard is written) does not change what is stored."
+    s = HiddenStateStore.create(tmp_path, target=TGT, layer_ids=[1, 3, 4], engine=dict(name='hf'))
+    aux, final = torch.ones(5, 3, 8, dtype=torch.bfloat16), torch.ones(5, 8, dtype=torch.bfloat16)
+    ids = torch.arange(5, dtype=torch.int32)
+    s.add('a', ids, torch.ones(5, dtype=torch.uint8), aux, final)
+    aux.zero_(); final.zero_(); ids.zero_()
+    s.close()
+    got = HiddenStateStore.open(tmp_path).get('a')
+    assert got['aux'].sum() == 120 and got['final'].sum() == 40 and got['input_ids'].tolist() == [0, 1, 2, 3, 4]
