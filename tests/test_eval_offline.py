@@ -1,0 +1,93 @@
+"""`eagle-nb eval` offline: drafter checkpoints in every format `load_drafter` reads (eagle_nb, SGLang and
+speculators exports) run through real speculative decoding and stay lossless; the held-out ShareGPT split comes
+from a prepared dataset's manifest and a leaked id is refused; bad input gives one-line errors."""
+import contextlib, io, json
+import pytest, torch
+from eagle_nb.core import EagleNbError
+from eagle_nb.eval import (eval_main, EvalConfig, run_eval, eval_document, load_eval_prompts, heldout_prompts,
+                           random_init_drafter)
+from eagle_nb.target import tiny_target, load_target
+
+
+@pytest.fixture(autouse=True, scope='module')
+def one_thread():
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def run(argv):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf): rc = eval_main(argv)
+    return rc, buf.getvalue()
+
+
+@pytest.fixture(scope='module')
+def checkpoints(tmp_path_factory):
+    "A random-init drafter for tiny-llama saved as eagle_nb checkpoint, SGLang export and speculators export."
+    from eagle_nb.drafter import save_drafter, export_sglang, export_speculators
+    d = tmp_path_factory.mktemp('ckpt')
+    t = load_target('tiny-llama')
+    model = random_init_drafter(t, draft_vocab_size=200, seed=1)
+    save_drafter(model, d/'ckpt')
+    export_sglang(model, d/'sglang'); export_speculators(model, d/'speculators')
+    return {k: d/k for k in ('ckpt', 'sglang', 'speculators')}
+
+
+@pytest.mark.parametrize('fmt', ['ckpt', 'sglang', 'speculators'])
+def test_eval_checkpoint_formats(checkpoints, fmt, tmp_path):
+    rc, out = run(['--target', 'tiny-llama', '--drafter', str(checkpoints[fmt]), '--limit', '2', '--max-new-tokens', '10',
+                   '--num-steps', '3', '--json', '--out', str(tmp_path/'e.json')])
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc['drafter']['kind'] == 'eagle3' and doc['drafter']['aux_layer_ids'] == [2, 4, 5]
+    assert doc['speed']['all']['lossless'] is True and len(doc['prompts']) == 2
+    m = doc['metrics']['all']
+    assert m['verify_count'] > 0 and len(m['alpha']) == 3 and m['proposed_drafts'] == 3 * m['verify_count']
+
+
+def test_eval_tree_mode_and_table(checkpoints, tmp_path):
+    rc, out = run(['--target', 'tiny-llama', '--drafter', str(checkpoints['ckpt']), '--limit', '2', '--max-new-tokens', '10',
+                   '--num-steps', '3', '--topk', '3', '--num-draft-tokens', '8', '--out', str(tmp_path/'e.json')])
+    assert rc == 0 and 'tau' in out and 'report:' in out
+    doc = json.loads((tmp_path/'e.json').read_text())
+    assert doc['spec']['topk'] == 3 and doc['metrics']['all']['proposed_drafts'] == 7 * doc['metrics']['all']['verify_count']
+
+
+def test_heldout_split(tmp_path):
+    from eagle_nb.data import prepare_dataset
+    t = tiny_target('llama')
+    conv = [json.dumps({'id': f'c{i}', 'conversations': [{'from': 'human', 'value': f'question {i}?'}, {'from': 'gpt', 'value': f'answer {i}.'}]})
+            for i in range(12)]
+    (tmp_path/'d.jsonl').write_text('\n'.join(conv) + '\n')
+    prepare_dataset(str(tmp_path/'d.jsonl'), t, tmp_path/'ds', max_len=128, holdout=4, draft_vocab_size=100)
+    ps = load_eval_prompts('sharegpt-heldout', t.tokenizer, dataset=tmp_path/'ds')
+    manifest = json.loads((tmp_path/'ds'/'manifest.json').read_text())
+    assert sorted(p.id for p in ps) == sorted(manifest['heldout']['ids']) and len(ps) == 4
+    assert not set(manifest['heldout']['ids']) & {s['id'] for s in manifest['samples']}
+    assert all(p.messages[-1]['role'] == 'user' and p.set == 'sharegpt-heldout' for p in ps)
+    text = t.tokenizer.decode(ps[0].input_ids)
+    assert text.endswith('<|start_header_id|>assistant<|end_header_id|>\n\n') and 'answer' not in text
+    # a manifest whose held-out id is also a training sample is refused
+    manifest['heldout']['ids'][0] = manifest['samples'][0]['id']
+    (tmp_path/'ds'/'manifest.json').write_text(json.dumps(manifest))
+    with pytest.raises(EagleNbError, match='also training samples'):
+        heldout_prompts(tmp_path/'ds', t.tokenizer)
+    prepare_dataset(str(tmp_path/'d.jsonl'), t, tmp_path/'ds0', max_len=128, holdout=0, draft_vocab_size=100)
+    with pytest.raises(EagleNbError, match='--holdout'):
+        heldout_prompts(tmp_path/'ds0', t.tokenizer)
+
+
+def test_errors():
+    for argv, msg in [(['--drafter', 'ngram', '--target', 'tiny-llama', '--prompts', 'mmlu'], "use 'humaneval'"),
+                      (['--drafter', 'ngram', '--target', 'tiny-llama', '--prompts', 'sharegpt-heldout'], '--dataset DIR'),
+                      (['--drafter', 'ngram', '--target', 'tiny-llama', '--num-steps', '0'], 'num_steps=0'),
+                      (['--drafter', 'ngram', '--target', 'tiny-llama', '--topk', '2', '--num-steps', '2', '--num-draft-tokens', '9'], 'between 2 and 7')]:
+        with pytest.raises(EagleNbError, match=msg): run(argv)
+
+
+def test_sampling_eval_runs(tmp_path):
+    rc, out = run(['--target', 'tiny-llama', '--drafter', 'ngram', '--limit', '1', '--max-new-tokens', '8',
+                   '--temperature', '0.7', '--json', '--out', str(tmp_path/'e.json')])
+    doc = json.loads(out)
+    assert rc == 0 and doc['speed']['all']['lossless'] is None and doc['prompts'][0]['lossless'] is None
