@@ -2,7 +2,7 @@
 """Extraction on SmolLM2-135M, measured side by side in one run (same samples, same batches):
 
 1. capture overhead: `capture_hidden_states` (hooks, one forward of the base model) vs a bare forward of the same
-   batches with no capture; batches timed interleaved, best of `--reps`. Target <= 1.05x.
+   batches with no capture; each batch run `--reps` times alternating the order, median per batch. Target <= 1.05x.
 
 Times are CPU seconds of this process (`time.process_time`) with `--threads 1` by default, so that ratios hold on a
 machine shared with other jobs; wall-clock tokens/s are printed next to them (they include fsync waits).
@@ -11,9 +11,9 @@ machine shared with other jobs; wall-clock tokens/s are printed next to them (th
    (SpecForge-style), in dataset order.
 4. bytes/token of each store layout next to SpecForge's 8H.
 
-  .venv/bin/python bench/bench_extract.py [--samples 24] [--max-len 160] [--reps 2] [--threads 1]
+  .venv/bin/python bench/bench_extract.py [--samples 24] [--max-len 160] [--reps 3] [--threads 1]
 """
-import argparse, json, sys, tempfile, time
+import argparse, json, statistics, sys, tempfile, time
 from pathlib import Path
 import torch
 
@@ -42,7 +42,7 @@ def main():
     ap.add_argument('--samples', type=int, default=24)
     ap.add_argument('--max-len', type=int, default=160)
     ap.add_argument('--token-budget', type=int, default=1024)
-    ap.add_argument('--reps', type=int, default=2)
+    ap.add_argument('--reps', type=int, default=3)
     ap.add_argument('--threads', type=int, default=1, help='torch threads (0: leave the default)')
     ap.add_argument('--json', default='', help='also write the numbers here')
     a = ap.parse_args()
@@ -65,18 +65,16 @@ def main():
         def bare(x): base(input_ids=x, use_cache=False)
         def hooked(x): capture_hidden_states(t, x, None, layers)
         for x in batches[-1:]: bare(x); hooked(x)                  # warm-up
-        # 1. interleaved, per batch: bare / capture (order alternating), best of reps
-        tb, tc = [], []
-        for r in range(a.reps):
-            sb = sc = 0.0
-            for j, x in enumerate(batches):
-                fns = [(bare, 'b'), (hooked, 'c')] if (j + r) % 2 == 0 else [(hooked, 'c'), (bare, 'b')]
-                for fn, k in fns:
+        # 1. interleaved, per batch: bare / capture (order alternating)
+        tb, tc = [], []                                            # per batch: median over reps, alternating order
+        for j, x in enumerate(batches):
+            rb, rc = [], []
+            for r in range(a.reps):
+                for fn, acc in ([(bare, rb), (hooked, rc)] if (j + r) % 2 == 0 else [(hooked, rc), (bare, rb)]):
                     with Clock() as c: fn(x)
-                    if k == 'b': sb += c.cpu
-                    else: sc += c.cpu
-            tb.append(sb); tc.append(sc)
-        bare_s, cap_s = min(tb), min(tc)
+                    acc.append(c.cpu)
+            tb.append(statistics.median(rb)); tc.append(statistics.median(rc))
+        bare_s, cap_s = sum(tb), sum(tc)
         # 2. end to end extract into a store (fresh store each rep; probe off so every batch is timed once)
         te, tw = [], []
         for r in range(a.reps):
@@ -103,7 +101,7 @@ def main():
                extract_wall_tok_s=tokens / ext_wall,
                naive_tok_s=tokens / naive_s, capture_overhead=cap_s / bare_s, extract_overhead=ext_s / bare_s,
                naive_vs_extract=naive_s / ext_s)
-    print(f'\nSmolLM2-135M, {tokens:,} tokens, best of {a.reps}, tokens per CPU-second ({torch.get_num_threads()} thread(s)):')
+    print(f'\nSmolLM2-135M, {tokens:,} tokens, {a.reps} reps, tokens per CPU-second ({torch.get_num_threads()} thread(s)):')
     print(f'  bare forward (base model, no capture)     {res["bare_tok_s"]:8,.0f} tokens/s')
     print(f'  capture_hidden_states (hooks)             {res["capture_tok_s"]:8,.0f} tokens/s   overhead {res["capture_overhead"]:.3f}x  (target <= 1.05x)')
     print(f'  extract() end to end (store, sha, fsync)  {res["extract_tok_s"]:8,.0f} tokens/s   overhead {res["extract_overhead"]:.3f}x   (wall clock: {res["extract_wall_tok_s"]:,.0f} tokens/s)')
