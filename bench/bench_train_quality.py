@@ -10,16 +10,16 @@ sample id) give per-position top-1 accuracy and the simulated acceptance length 
 Every stage is a plain `eagle-nb` command (printed); prepare and extract are reused from the work directory when
 already complete, training always starts over. The default run fits in ~10 min on a 2-core CPU.
 
-    python bench/bench_train_quality.py [--conversations 240] [--max-len 512] [--draft-vocab 8192] [--steps 40]
+    python bench/bench_train_quality.py [--conversations 160] [--max-len 512] [--draft-vocab 8192] [--steps 30]
 """
 import argparse, json, os, shlex, subprocess, sys, time
 from pathlib import Path
 
 ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-ap.add_argument('--conversations', type=int, default=240, help='ShareGPT conversations to prepare')
+ap.add_argument('--conversations', type=int, default=160, help='ShareGPT conversations to prepare')
 ap.add_argument('--max-len', type=int, default=512, help='tokens per sample (truncate)')
 ap.add_argument('--draft-vocab', type=int, default=8192, help='draft vocabulary size')
-ap.add_argument('--steps', type=int, default=40, help='optimizer steps')
+ap.add_argument('--steps', type=int, default=30, help='optimizer steps')
 ap.add_argument('--batch-tokens', type=int, default=2048, help='padded tokens per step')
 ap.add_argument('--lr', type=float, default=1e-3)
 ap.add_argument('--eval-fraction', type=float, default=0.1, help='share of store samples held out (by id)')
