@@ -4,7 +4,7 @@ import pytest, torch
 from eagle_nb.target import tiny_target, load_target
 from eagle_nb.diagnostics import (capture_states, compare, demo_samples, detection_table, detection_cases, default_taps,
                                   engine_extraction, delta_extraction, tp_partial_extraction, drop_prefix_rows, shift_rows,
-                                  scale_states, inject_nonfinite, cast_states, token_mismatch_extraction)
+                                  scale_states, inject_nonfinite, cast_states, token_mismatch_extraction, perturb_states)
 
 @pytest.fixture(autouse=True, scope='module')
 def _one_thread():
@@ -48,6 +48,8 @@ VARIANTS = {
     'SpecForge ids to SGLang (correct)': (lambda t, s, taps, cap: engine_extraction(t, s, 'sglang', [i - 1 for i in taps], believed='specforge'), {'match'}),
     'wide taps window, bf16 + batch 3': (lambda t, s, taps, cap: capture_states(t, s, [1, 2, 3, 4, 5, 6], batch_size=3, dtype=torch.bfloat16), {'match'}),
     'bf16 store of the reference': (lambda t, s, taps, cap: cast_states(cap()), {'match'}),
+    'noise of no known cause': (lambda t, s, taps, cap: perturb_states(cap(), 0.2), {'mismatch'}),
+    'TP=2 attention only, rank 1': (lambda t, s, taps, cap: tp_partial_extraction(t, s, taps, parts=('attn',), rank=1), {'partial_sum'}),
 }
 
 @pytest.mark.parametrize('name', list(VARIANTS))
