@@ -28,7 +28,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--target', default='smollm2-135m')
     ap.add_argument('--drafter', default='', help='trained drafter checkpoint (eagle-nb train / SGLang export); the goal is >= 2x')
-    ap.add_argument('--baselines', default='ngram,replay', help='reference drafters to run too (comma-separated; empty for none)')
+    ap.add_argument('--baselines', default='ngram,replay', help='reference drafters to run too, comma-separated (ngram, replay, '
+                    'random-init: an untrained EAGLE-3 drafter, tau ~ 1 but the real drafting cost); empty for none')
     ap.add_argument('--prompts', default='humaneval'); ap.add_argument('--dataset', default='')
     ap.add_argument('--limit', type=int, default=6); ap.add_argument('--max-new-tokens', type=int, default=128)
     ap.add_argument('--num-steps', type=int, default=3); ap.add_argument('--topk', type=int, default=1)
@@ -47,7 +48,7 @@ def main():
           f"num_steps={spec.num_steps} topk={spec.topk} num_draft_tokens={spec.num_draft_tokens}", flush=True)
     results = {}
     for name in drafters:
-        factory, desc = load_proposer_factory(name, t)
+        factory, desc = load_proposer_factory(name, t, config=spec)
         t0 = time.time()
         res = evaluate(t, factory, prompts, spec)
         m, v = res.metrics(), res.speed()
@@ -57,12 +58,20 @@ def main():
                              lossless_up_to_ties=v['lossless_up_to_ties'],
                              exact_prompts=sum(bool(r['lossless']) for r in res.rows), prompts=len(res.rows),
                              draft_s=sum(r['draft_s'] for r in res.rows), verify_s=sum(r['verify_s'] for r in res.rows),
-                             seconds=time.time() - t0)
+                             verify_count=m['verify_count'], seconds=time.time() - t0)
         r = results[name]
         label = desc['kind'] + (' (UPPER BOUND: oracle replay of the target, not a drafter)' if desc['kind'] == 'replay' else '')
         print(f"{name:>14}: tau {r['tau']:.2f}  plain {r['plain_tokens_per_s']:.1f} tok/s  spec {r['spec_tokens_per_s']:.1f} tok/s  "
               f"speedup {r['speedup']:.2f}x wall, {r['cpu_speedup']:.2f}x per CPU-s  "
               f"lossless {r['exact_prompts']}/{r['prompts']} exact, up to ties: {r['lossless_up_to_ties']}  [{label}]", flush=True)
+        # cost model: a round costs (draft + verify); plain costs one forward per token. tau needed for 2x:
+        n = max(1, r['verify_count'])
+        per_tok = sum(x['plain_s'] for x in res.rows) / max(1, sum(x['plain_tokens'] for x in res.rows))
+        rd, rv = r['draft_s'] / n, r['verify_s'] / n
+        r.update(round_draft_ms=1000 * rd, round_verify_ms=1000 * rv, plain_token_ms=1000 * per_tok,
+                 tau_for_2x=2 * (rd + rv) / per_tok)
+        print(f"{'':>14}  per round: draft {1000 * rd:.1f} ms + verify {1000 * rv:.1f} ms; plain {1000 * per_tok:.1f} ms/token "
+              f"(prefill included) -> this drafter's cost needs tau >= {r['tau_for_2x']:.2f} for 2x", flush=True)
     if a.json: print(json.dumps(dict(target=t.describe(), device=str(dev), threads=torch.get_num_threads(), spec=vars(spec),
                                      prompts=a.prompts, limit=a.limit, results=results), indent=1))
     ok = all(r['lossless_up_to_ties'] for r in results.values())
