@@ -10,7 +10,7 @@ sample id) give per-position top-1 accuracy and the simulated acceptance length 
 Every stage is a plain `eagle-nb` command (printed); prepare and extract are reused from the work directory when
 already complete, training always starts over. The default run fits in ~10 min on a 2-core CPU.
 
-    python bench/bench_train_quality.py [--conversations 160] [--max-len 512] [--draft-vocab 8192] [--steps 30]
+    python bench/bench_train_quality.py [--conversations 160] [--max-len 512] [--draft-vocab 8192] [--steps 120] [--batch-tokens 512]
 """
 import argparse, json, os, shlex, subprocess, sys, time
 from pathlib import Path
@@ -19,19 +19,21 @@ ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
 ap.add_argument('--conversations', type=int, default=160, help='ShareGPT conversations to prepare')
 ap.add_argument('--max-len', type=int, default=512, help='tokens per sample (truncate)')
 ap.add_argument('--draft-vocab', type=int, default=8192, help='draft vocabulary size')
-ap.add_argument('--steps', type=int, default=30, help='optimizer steps')
-ap.add_argument('--batch-tokens', type=int, default=2048, help='padded tokens per step')
-ap.add_argument('--lr', type=float, default=1e-3)
+ap.add_argument('--steps', type=int, default=120, help='optimizer steps')
+ap.add_argument('--batch-tokens', type=int, default=512, help='padded tokens per step (512: one sample per step, the most updates per token)')
+ap.add_argument('--lr', type=float, default=3e-3, help='peak lr (short budget: higher than the 1e-4 of long runs)')
 ap.add_argument('--eval-fraction', type=float, default=0.1, help='share of store samples held out (by id)')
 ap.add_argument('--work', default='', help='work directory (default: _runs/bench-train-quality)')
 ap.add_argument('--no-compile', action='store_true', help='eager loss kernel (skips the one-time torch.compile)')
+ap.add_argument('--train-args', default='--init-lm-head target', help='extra `eagle-nb train` flags (default: start the lm_head from the target\'s)')
 a = ap.parse_args()
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 work = Path(a.work) if a.work else ROOT/'_runs'/'bench-train-quality'
 tag = f"c{a.conversations}-L{a.max_len}-v{a.draft_vocab}"
-data, store, ckpt = work/f'data-{tag}', work/f'store-{tag}', work/f'ckpt-{tag}'
+data, store = work/f'data-{tag}', work/f'store-{tag}'
+ckpt = work/(f"ckpt-{tag}-s{a.steps}-lr{a.lr:g}-b{a.batch_tokens}" + ('-' + '_'.join(shlex.split(a.train_args)).replace('-', '') if a.train_args else ''))
 env = {**os.environ, 'EAGLE_NB_PROGRESS': os.environ.get('EAGLE_NB_PROGRESS', '0')}
 
 def run(stage, args):
@@ -60,6 +62,7 @@ train_args = ['train', '--store', str(store), '--out', str(ckpt), '--no-resume',
               '--warmup', '0.05', '--batch-tokens', str(a.batch_tokens), '--max-len', str(a.max_len), '--ttt-steps', '7',
               '--eval-fraction', str(a.eval_fraction), '--eval-samples', '1000', '--save-every', str(a.steps)]
 if a.no_compile: train_args.append('--no-compile')
+train_args += shlex.split(a.train_args)
 _, times['train'] = run('train', train_args)
 
 ev = json.loads((ckpt/'eval.json').read_text())

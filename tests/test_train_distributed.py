@@ -32,6 +32,7 @@ def test_ddp_two_processes_match_one(one_process, tmp_path):
     train_cli(['--store', smoke_store(), *ARGS, '--out', str(out)], torchrun=2)
     print('DDP vs one process, max |dw|:', _same(one_process, out))
 
+@pytest.mark.slow   # two more torchrun launches (~40 s); `make test` runs it, `run_all.py --fast` skips it
 def test_fsdp_two_processes_match_one_and_resume(one_process, tmp_path):
     out = tmp_path/'fsdp'
     train_cli(['--store', smoke_store(), *ARGS, '--fsdp', '--out', str(out)], torchrun=2)
