@@ -6,12 +6,7 @@ from eagle_nb.diagnostics import (capture_states, compare, demo_samples, detecti
                                   engine_extraction, delta_extraction, tp_partial_extraction, drop_prefix_rows, shift_rows,
                                   scale_states, inject_nonfinite, cast_states, token_mismatch_extraction, perturb_states)
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    "Tiny models: thread start-up and contention dominate 64-wide matmuls; one thread is several times faster."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')
 
 
 TINY = [('llama', 101, 7, 24, 200), ('qwen3', 202, 8, 90, 150), ('deepseek_v3', 303, 9, 30, 110)]

@@ -6,12 +6,7 @@ from eagle_nb.target import tiny_target
 from eagle_nb.diagnostics import capture_states, demo_samples, drop_prefix_rows, default_taps, compare, explorer, \
     plot_layer_curves, plot_cross_layer, plot_token_errors, token_metrics
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    "Tiny models: thread start-up and contention dominate 64-wide matmuls; one thread is several times faster."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')
 
 
 @pytest.fixture(scope='module')

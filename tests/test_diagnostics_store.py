@@ -5,12 +5,7 @@ from eagle_nb.diagnostics import (Extraction, capture_states, demo_samples, engi
                                   default_taps, diagnose_main, save_store, compare)
 from eagle_nb.cli import main as cli_main
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    "Tiny models: thread start-up and contention dominate 64-wide matmuls; one thread is several times faster."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')
 
 
 @pytest.fixture(scope='module')

@@ -12,12 +12,7 @@ L, H = TGT.num_layers, TGT.hidden_size
 AUX = [2, 4, 5]
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_torch_thread():
-    # tiny forwards on a small shared machine: torch's intra-op pool only oversubscribes the cores
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')
 
 
 def prompts(n=3, seed=0):

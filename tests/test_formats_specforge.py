@@ -13,12 +13,7 @@ CANON = [2, L // 2, L - 3]
 SPECFORGE = [1, L // 2 - 1, L - 4]
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_torch_thread():
-    # tiny forwards on a small shared machine: torch's intra-op pool only oversubscribes the cores
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures('one_torch_thread')
 
 
 def batch(n=4, seed=0):
