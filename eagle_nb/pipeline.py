@@ -11,7 +11,8 @@ import yaml
 from .core import EagleNbError, project_dir, runs_dir, atomic_write, atomic_write_json, read_json
 
 # %% auto #0
-__all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'write_index', 'run_pipeline', 'demo_main']
+__all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'write_index', 'run_pipeline',
+           'estimate_profile', 'demo_main']
 
 # %% ../nbs/06_pipeline.ipynb #bcb9a742
 def load_profile(name_or_path: str, root: Path|None = None) -> dict:
@@ -27,6 +28,12 @@ def load_profile(name_or_path: str, root: Path|None = None) -> dict:
         if not isinstance(s, dict) or not {'name', 'notebook'} <= set(s):
             raise EagleNbError(f"{p}: stage {i} needs `name` and `notebook`")
         s.setdefault('parameters', {})
+        if s.get('parameters_file'):   # a papermill -f file (flat name: value); the inline parameters override it
+            f = p.parent/s['parameters_file']
+            if not f.exists(): raise EagleNbError(f"{p}: stage {s['name']}: parameters_file {f} not found")
+            fp = yaml.safe_load(f.read_text()) or {}
+            if not isinstance(fp, dict): raise EagleNbError(f"{f}: want `name: value` lines (a papermill -f file)")
+            s['parameters'] = {**fp, **s['parameters']}
     cfg.setdefault('profile', p.stem); cfg['_path'] = str(p)
     return cfg
 
@@ -145,6 +152,98 @@ def run_pipeline(profile: str = 'quick', new: bool = False, run_dir: Path|None =
     log(f"finished in {summary['seconds']:.0f}s: {run_dir/'index.html'}")
     return run_dir
 
+# %% ../nbs/06_pipeline.ipynb #e5a1c0df
+def _latest_finished(profile: str) -> Path|None:
+    runs = sorted(p for p in runs_dir().glob(f'{profile}-*') if (p/'run.json').exists())
+    return runs[-1] if runs else None
+
+def _measured_rates(ref: Path|None) -> dict:
+    "Rates a finished run measured on this machine: train tokens/s (median of its steps), eval plain/spec tokens/s."
+    import statistics
+    out = dict(source=str(ref) if ref else None)
+    if ref is None: return out
+    mets = ref/'drafter'/'metrics.jsonl'
+    if mets.exists():
+        tps = [json.loads(l).get('tokens_per_s') for l in mets.read_text().splitlines() if '"kind": "train"' in l]
+        tps = [t for t in tps if t]
+        if tps: out['train_tokens_per_s'] = statistics.median(tps[len(tps) // 10:] or tps)   # skip the compile/warm-up steps
+    ev = ref/'eval'/'eval.json'
+    if ev.exists():
+        sp = read_json(ev)['speed']['all']
+        out.update(eval_plain_tokens_per_s=sp['plain_tokens_per_s'], eval_spec_tokens_per_s=sp['spec_tokens_per_s'])
+    run = read_json(ref/'run.json')
+    out['diagnose_s'] = run['stages'].get('diagnose', {}).get('seconds')
+    return out
+
+def _hms(s: float|None) -> str:
+    if s is None or s != s: return '?'
+    s = int(round(s)); return f'{s // 3600}h {s % 3600 // 60:02d}m' if s >= 3600 else f'{s // 60}m {s % 60:02d}s'
+
+def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_from: Path|None = None, log=print):
+    """Expected time and disk of a profile before committing to it: its prepare stage is run for real (the run later
+    resumes from it), the extract preflight measures this machine's forward rate on the prepared data and checks the disk,
+    train and eval times use the rates the latest finished `quick` run measured here (or `rates_from`)."""
+    import pandas as pd
+    from .data import TokenizedDataset
+    from .extract import ExtractConfig, preflight
+    from .target import load_target
+    root = project_dir()
+    if root is None: raise EagleNbError("estimate: run it from an eagle_nb checkout")
+    cfg = load_profile(profile, root)
+    run_dir = Path(run_dir) if run_dir else (_latest_unfinished(cfg['profile']) or runs_dir()/f"{cfg['profile']}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx = dict(run_dir=str(run_dir), profile=cfg['profile'])
+    by_nb = {s['notebook']: (i, s) for i, s in enumerate(cfg['stages'])}
+    need = [n for n in ('00_data.ipynb', '01_extract.ipynb') if n not in by_nb]
+    if need: raise EagleNbError(f"estimate: profile {cfg['profile']} has no stage for {', '.join(need)}")
+    rates = _measured_rates(Path(rates_from) if rates_from else _latest_finished('quick'))
+    rows, t_prep = [], time.time()
+    i, st = by_nb['00_data.ipynb']
+    m = run_stage(st, i, run_dir, ctx, root/'nbs', log=log)        # real: the full run resumes from it
+    rows.append(dict(stage=st['name'], tokens=None, rate=None, seconds=m['seconds'], basis='ran it (resumable: the run reuses it)'))
+    ep = _fill(by_nb['01_extract.ipynb'][1]['parameters'], ctx)
+    data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out_dir'), load_target(ep.get('target', 'smollm2-135m'))
+    xc = ExtractConfig(layers=ep.get('layers', 'auto'), aux_dtype=ep.get('aux_dtype', 'bf16'), signal=ep.get('signal', 'final'),
+                       topk=int(ep.get('topk', 20)), limit=int(ep.get('limit', 0)), free_bytes=1 << 62, progress=False)
+    pf = preflight(data, tgt, Path(ep['out']), xc, verbose=False)
+    free = shutil.disk_usage(next(p for p in [Path(ep['out']), *Path(ep['out']).parents] if p.exists())).free
+    rows.append(dict(stage=by_nb['01_extract.ipynb'][1]['name'], tokens=pf.attrs['tokens'], rate=pf.attrs['tokens_per_s'], seconds=pf.attrs['eta_s'],
+                     basis=f"preflight probe of {tgt.name} on this machine; store {pf.attrs['need_bytes'] / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+                           + ('  <- DOES NOT FIT' if pf.attrs['need_bytes'] * 1.1 > free else '')))
+    if '02_diagnostics.ipynb' in by_nb:
+        rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'), basis='as measured by the reference run'))
+    if '03_train.ipynb' in by_nb:
+        tp = by_nb['03_train.ipynb'][1]['parameters']
+        ds = TokenizedDataset.open(data, verify=False)
+        train_tokens = sum(min(n, int(tp.get('max_len', 2048))) for n in ds.lengths) * (1 - float(tp.get('eval_fraction', 0.05)))
+        tokens = int(tp['steps']) * int(tp.get('batch_tokens', 2048)) * int(tp.get('micro_batches', 1)) if int(tp.get('steps', 0)) else train_tokens * int(tp.get('epochs', 1))
+        r = rates.get('train_tokens_per_s')
+        rows.append(dict(stage=by_nb['03_train.ipynb'][1]['name'], tokens=int(tokens), rate=r, seconds=tokens / r if r else None,
+                         basis='train rate of the reference run (same drafter shape)' if r else 'no reference run: `make demo` first'))
+    if '04_eval.ipynb' in by_nb:
+        evp = by_nb['04_eval.ipynb'][1]['parameters']
+        sets = [s for s in str(evp.get('prompts', 'humaneval')).split(',') if s]
+        lim = int(evp.get('limit', 0))
+        held = len(TokenizedDataset.open(data, verify=False).heldout())
+        avail = lambda s: 164 if s == 'humaneval' else held if s == 'sharegpt-heldout' else sum(1 for _ in open(s))   # HumanEval has 164
+        n = sum(min(lim, avail(s)) if lim else avail(s) for s in sets)
+        tokens = n * int(evp.get('max_new_tokens', 128))
+        pr, sr = rates.get('eval_plain_tokens_per_s'), rates.get('eval_spec_tokens_per_s')
+        rows.append(dict(stage=by_nb['04_eval.ipynb'][1]['name'], tokens=tokens, rate=pr, seconds=tokens / pr + tokens / sr if pr and sr else None,
+                         basis='plain + speculative decoding at the reference run\'s rates' if pr else 'no reference run: `make demo` first'))
+    df = pd.DataFrame(rows).set_index('stage')
+    total = df['seconds'].sum(min_count=1)
+    df.attrs.update(total_s=float(total) if total == total else None, run_dir=str(run_dir), rates=rates, profile=cfg['profile'])
+    doc = dict(profile=cfg['profile'], created=datetime.datetime.now().isoformat(timespec='seconds'), run_dir=str(run_dir),
+               total_s=df.attrs['total_s'], rates=rates, stages=json.loads(df.reset_index().to_json(orient='records')))
+    atomic_write_json(run_dir/'estimate.json', doc)
+    show = df.assign(seconds=df['seconds'].map(_hms), rate=df['rate'].map(lambda x: f'{x:,.0f} tok/s' if x == x and x else ''),
+                     tokens=df['tokens'].map(lambda x: f'{int(x):,}' if x == x and x is not None else ''))
+    log(show.to_string()); log(f"expected total: {_hms(df.attrs['total_s'])}  (written to {run_dir/'estimate.json'}; "
+                               f"`eagle-nb demo --profile {profile}` continues this run)")
+    return df
+
+
 # %% ../nbs/06_pipeline.ipynb #46963b6f
 def demo_main(argv: list[str]) -> int:
     "Run the pipeline headless with papermill; reports in _runs/."
@@ -153,7 +252,10 @@ def demo_main(argv: list[str]) -> int:
     ap.add_argument('--new', action='store_true', help='start a new run instead of resuming the latest unfinished one')
     ap.add_argument('--run-dir', default=None, help='use this run folder')
     ap.add_argument('--stages', default='', help='comma-separated stage names to run (default: all)')
+    ap.add_argument('--estimate', action='store_true', help='run the prepare stage, then print the expected time and disk of the rest and stop')
     a = ap.parse_args(argv)
+    if a.estimate:
+        estimate_profile(a.profile, run_dir=Path(a.run_dir) if a.run_dir else None); return 0
     run_pipeline(a.profile, new=a.new, run_dir=Path(a.run_dir) if a.run_dir else None,
                  stages=[s for s in a.stages.split(',') if s] or None)
     return 0

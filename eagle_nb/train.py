@@ -865,14 +865,13 @@ def train(config: TrainConfig,
 
 # %% ../nbs/03_train.ipynb #de53299f
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store',
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store')
     ap.add_argument('--config', default='', help='YAML/JSON file of TrainConfig fields (flags override it)')
     helps = _field_help(TrainConfig)
     for f in fields(TrainConfig):
         flag = '--' + f.name.replace('_', '-')
         typ = {'int': int, 'float': float, 'str': str, 'bool': bool}[f.type if isinstance(f.type, str) else f.type.__name__]
-        if typ is bool: ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=helps.get(f.name, ''))
+        if typ is bool: ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=f"{helps.get(f.name, '')} (default: {f.default!r})")
         else: ap.add_argument(flag, dest=f.name, type=typ, default=None, metavar=f.name.upper(), help=f"{helps.get(f.name, '')} (default: {f.default!r})")
     return ap
 

@@ -1,0 +1,51 @@
+"`eagle-nb demo --estimate` and profiles with papermill parameter files (`parameters_file`)."
+import json
+import pytest, yaml
+from eagle_nb.core import EagleNbError
+from eagle_nb.data import TokenizedDataset
+from eagle_nb.pipeline import load_profile, estimate_profile
+
+def _profile(tmp_path, train_file='tiny/03_train.yaml'):
+    (tmp_path/'tiny').mkdir(exist_ok=True)
+    (tmp_path/'tiny'/'03_train.yaml').write_text('steps: 0\nepochs: 3\nmax_len: 128\neval_fraction: 0.25\nlr: 0.5\n')
+    prof = tmp_path/'tiny.yaml'
+    prof.write_text(yaml.safe_dump(dict(profile='tiny-est', stages=[
+        dict(name='prepare', notebook='00_data.ipynb', parameters=dict(data='sharegpt', target_name='tiny-llama', max_len=128, limit=12,
+                                                                       draft_vocab_size=256, holdout=2, out_dir='{run_dir}/data')),
+        dict(name='extract', notebook='01_extract.ipynb', parameters=dict(target='tiny-llama', data='{run_dir}/data', out='{run_dir}/store', limit=0)),
+        dict(name='train', notebook='03_train.ipynb', parameters_file=train_file, parameters=dict(store='{run_dir}/store', lr=0.25)),
+        dict(name='eval', notebook='04_eval.ipynb', parameters=dict(target='tiny-llama', prompts='humaneval,sharegpt-heldout', limit=3, max_new_tokens=10)),
+    ])))
+    return prof
+
+def test_parameters_file_merged_inline_wins(tmp_path):
+    p = load_profile(str(_profile(tmp_path)))
+    tr = p['stages'][2]['parameters']
+    assert tr['epochs'] == 3 and tr['max_len'] == 128 and tr['store'] == '{run_dir}/store'
+    assert tr['lr'] == 0.25                        # the inline value overrides the file's 0.5
+
+def test_parameters_file_missing(tmp_path):
+    with pytest.raises(EagleNbError, match='parameters_file'): load_profile(str(_profile(tmp_path, 'tiny/nope.yaml')))
+
+def test_shipped_full_profile_resolves():
+    p = load_profile('full')
+    st = {s['name']: s['parameters'] for s in p['stages']}
+    assert st['prepare']['limit'] == 0 and st['prepare']['out_dir'] == '{run_dir}/data'
+    assert st['train']['store'] == '{run_dir}/store' and st['train']['epochs'] >= 1
+
+@pytest.mark.slow
+def test_estimate_profile(tmp_path):
+    ref = tmp_path/'ref'; (ref/'drafter').mkdir(parents=True); (ref/'eval').mkdir()
+    (ref/'run.json').write_text(json.dumps(dict(stages={'diagnose': dict(seconds=7.0)})))
+    (ref/'drafter'/'metrics.jsonl').write_text(''.join(json.dumps(dict(kind='train', step=i, tokens_per_s=100.0)) + '\n' for i in range(20)))
+    (ref/'eval'/'eval.json').write_text(json.dumps(dict(speed=dict(all=dict(plain_tokens_per_s=10.0, spec_tokens_per_s=20.0)))))
+    run = tmp_path/'run'
+    df = estimate_profile(str(_profile(tmp_path)), run_dir=run, rates_from=ref, log=lambda *a: None)
+    assert (run/'00_prepare.done').exists()          # the prepare stage ran for real: the run resumes from it
+    ds = TokenizedDataset.open(run/'data')
+    assert df.loc['extract', 'tokens'] == sum(ds.lengths) and df.loc['extract', 'seconds'] > 0   # measured by the preflight probe
+    train = int(sum(min(n, 128) for n in ds.lengths) * 0.75 * 3)
+    assert df.loc['train', 'tokens'] == train and df.loc['train', 'seconds'] == pytest.approx(train / 100)
+    assert df.loc['eval', 'tokens'] == (3 + 2) * 10 and df.loc['eval', 'seconds'] == pytest.approx(50 / 10 + 50 / 20)
+    doc = json.loads((run/'estimate.json').read_text())
+    assert doc['total_s'] == pytest.approx(float(df['seconds'].sum())) and len(doc['stages']) == 4
