@@ -6,6 +6,8 @@
           (1, 14, 26: "output of layer k") which it reads as HF indices, so each tap is one layer early; the files are
           imported with the ids the user meant (2, 15, 27, 30) -> a store labelled [2, 15, 27] that holds [1, 14, 26].
           Serving feeds the drafter the correct taps [2, 15, 27] (issue 6, part 5).
+  delta - (stage `delta`, drafter `delta`) the right ids, but vLLM's `hidden_states` kept without the residual: the MLP
+          output of layers 1, 14, 26 alone - the seed's "residual vs. delta capture".
   regen - the same user turns answered by SmolLM2 itself (`eagle-nb regenerate`, greedy), correct states (issue 8, part 4).
 
 All three: the same prompts, the same optimizer steps x padded tokens per step, the same seed and flags. Evaluated with
@@ -47,7 +49,7 @@ W = Path(a.work) if a.work else ROOT/'_runs'/'exp-drafters'
 W.mkdir(parents=True, exist_ok=True)
 if a.reuse:
     for n in ('orig.jsonl', 'regen.jsonl', 'regen.manifest.json', 'data-orig', 'data-regen', 'store-orig', 'store-vllm',
-              'store-regen', 'store-ref-all', 'diagnose.json'):
+              'store-delta', 'store-regen', 'store-ref-all', 'diagnose.json', 'diagnose-delta.json'):
         if (Path(a.reuse)/n).exists() and not (W/n).exists(): (W/n).symlink_to((Path(a.reuse)/n).resolve())
 env = {**os.environ, 'EAGLE_NB_PROGRESS': os.environ.get('EAGLE_NB_PROGRESS', '0')}
 stages = a.stages.split(',')
@@ -74,8 +76,8 @@ def complete(store): return (store/'manifest.json').exists() and json.loads((sto
 
 orig_jsonl, regen_jsonl = W/'orig.jsonl', W/'regen.jsonl'
 data = {'orig': W/'data-orig', 'regen': W/'data-regen'}
-store = {'orig': W/'store-orig', 'vllm': W/'store-vllm', 'regen': W/'store-regen', 'ref': W/'store-ref-all'}
-ckpt = {d: W/f'drafter-{d}' for d in ('orig', 'vllm', 'regen')}
+store = {'orig': W/'store-orig', 'vllm': W/'store-vllm', 'delta': W/'store-delta', 'regen': W/'store-regen', 'ref': W/'store-ref-all'}
+ckpt = {d: W/f'drafter-{d}' for d in ('orig', 'vllm', 'delta', 'regen')}
 SPECFORGE_IDS, MEANT_IDS = [1, 14, 26], [2, 15, 27]
 
 if 'convs' in stages and not orig_jsonl.exists():
@@ -108,46 +110,59 @@ if 'orig' in stages:
     prepare('orig', orig_jsonl)
     extract('orig', 'orig')
 
-if 'vllm' in stages:
+def write_vllm_files(files: Path, capture: str):
+    """What vLLM's extract_hidden_states connector writes per request: token_ids + hidden_states [T, 4, H], ids as HF
+    hidden_states indices, id L = 30 the residual stream before the final norm (UPSTREAM.md, vLLM section); captured
+    here with forward hooks on the in-process target.
+      capture='offset': its config names the SpecForge ids [1, 14, 26] -> the residual stream entering HF layers 1, 14, 26;
+      capture='delta':  the right ids [2, 15, 27], but the connector keeps vLLM's `hidden_states` without adding `residual`:
+                        the MLP output of layers 1, 14, 26 alone (the seed's "residual vs. delta capture")."""
+    import torch
+    from eagle_nb.data import TokenizedDataset
+    from eagle_nb.extract import decoder_parts
+    from eagle_nb.formats import write_vllm_file
+    from eagle_nb.target import load_target
+    t0 = time.time()
+    tgt = load_target('smollm2-135m')
+    base, layers, norm = decoder_parts(tgt.model)
+    files.mkdir(exist_ok=True)
+    ds = TokenizedDataset.open(data['orig'])
+    for i, smp in enumerate(ds):
+        grab = {}
+        if capture == 'offset':
+            hs = [layers[k].register_forward_pre_hook(lambda mod, args, kw, k=k: grab.__setitem__(k, (args[0] if args else kw['hidden_states'])[0].clone()), with_kwargs=True)
+                  for k in SPECFORGE_IDS]
+        else:
+            hs = [layers[k].mlp.register_forward_hook(lambda mod, args, out, k=k: grab.__setitem__(k, out[0].clone())) for k in SPECFORGE_IDS]
+        hs.append(norm.register_forward_pre_hook(lambda mod, args: grab.__setitem__('pre', args[0][0].clone())))
+        try:
+            with torch.inference_mode(): base(input_ids=smp['input_ids'][None].to(tgt.device), use_cache=False)
+        finally:
+            for h in hs: h.remove()
+        write_vllm_file(files/f'req-{i:05d}.safetensors', smp['input_ids'].int(),
+                        torch.stack([grab[k] for k in SPECFORGE_IDS] + [grab['pre']], 1).cpu())
+    (files/'DONE').write_text('ok')
+    log_time(f'{files.name}-capture', time.time() - t0); print(f"== {files.name}: {len(ds)} in {time.time() - t0:.0f} s")
+
+def vllm_store(name: str, capture: str):
+    "A store imported from emulated vLLM files with the ids the user meant (2, 15, 27, 30), and its diagnosis."
     prepare('orig', orig_jsonl)
-    files = W/'vllm-files'
-    if not complete(store['vllm']):
-        if not (files/'DONE').exists():
-            # What vLLM's extract_hidden_states connector writes when its config names eagle_aux_hidden_state_layer_ids
-            # [1, 14, 26, 30]: per request token_ids + hidden_states [T, 4, H], ids as HF hidden_states indices, id L = 30
-            # the residual stream before the final norm (UPSTREAM.md, vLLM section). Captured here with forward hooks.
-            import torch
-            from eagle_nb.data import TokenizedDataset
-            from eagle_nb.extract import decoder_parts
-            from eagle_nb.formats import write_vllm_file
-            from eagle_nb.target import load_target
-            t0 = time.time()
-            tgt = load_target('smollm2-135m')
-            base, layers, norm = decoder_parts(tgt.model)
-            files.mkdir(exist_ok=True)
-            ds = TokenizedDataset.open(data['orig'])
-            for i, s in enumerate(ds):
-                grab = {}
-                hs = [layers[k].register_forward_pre_hook(lambda mod, args, kw, k=k: grab.__setitem__(k, (args[0] if args else kw['hidden_states'])[0].clone()), with_kwargs=True)
-                      for k in SPECFORGE_IDS]
-                hs.append(norm.register_forward_pre_hook(lambda mod, args: grab.__setitem__('pre', args[0][0].clone())))
-                try:
-                    with torch.inference_mode(): base(input_ids=s['input_ids'][None].to(tgt.device), use_cache=False)
-                finally:
-                    for h in hs: h.remove()
-                write_vllm_file(files/f'req-{i:05d}.safetensors', s['input_ids'].int(),
-                                torch.stack([grab[k] for k in SPECFORGE_IDS] + [grab['pre']], 1).cpu())
-            (files/'DONE').write_text('ok')
-            log_time('vllm-capture', time.time() - t0); print(f"== vllm files: {len(ds)} in {time.time() - t0:.0f} s")
-        run('import-vllm', ['import', '--from', 'vllm', files, '--out', store['vllm'], '--target', 'smollm2-135m',
-                            '--layers', ','.join(map(str, MEANT_IDS + [30])), '--dataset', data['orig']])
-    if not complete(store['ref']):   # all layers 0..L for a few samples: the reference the diagnosis reads
+    files = W/f'{name}-files'
+    if not complete(store[name]):
+        if not (files/'DONE').exists(): write_vllm_files(files, capture)
+        run(f'import-{name}', ['import', '--from', 'vllm', files, '--out', store[name], '--target', 'smollm2-135m',
+                               '--layers', ','.join(map(str, MEANT_IDS + [30])), '--dataset', data['orig']])
+    if not complete(store['ref']):   # layers 0..L-1 (+ the final state) for a few samples: the reference the diagnosis reads
         run('extract-ref', ['extract', '--data', data['orig'], '--target', 'smollm2-135m', '--out', store['ref'],
-                            '--layers', ','.join(map(str, range(30))), '--limit', 8])   # + the final state
-    if not (W/'diagnose.json').exists():
-        r = run('diagnose', ['diagnose', store['ref'], store['vllm'], '--json', '--limit', 8, '--expect-layers', '2,15,27',
-                             '--plots', W/'diagnose-plots'])
-        (W/'diagnose.json').write_text(r.stdout)
+                            '--layers', ','.join(map(str, range(30))), '--limit', 8])
+    diag = W/('diagnose.json' if name == 'vllm' else f'diagnose-{name}.json')
+    if not diag.exists():
+        r = run(f'diagnose-{name}', ['diagnose', store['ref'], store[name], '--json', '--limit', 8, '--expect-layers', '2,15,27',
+                                     '--plots', W/f'diagnose-plots-{name}'])
+        diag.write_text(r.stdout)
+
+if 'vllm' in stages: vllm_store('vllm', 'offset')
+if 'delta' in stages: vllm_store('delta', 'delta')
 
 if 'regen' in stages:
     if not regen_jsonl.exists():
@@ -207,9 +222,10 @@ if 'report' in stages:
             e = json.loads(f.read_text())
             r['evals'][f.stem.split('-', 2)[2]] = e
         res['drafters'][d] = r
-    if (W/'diagnose.json').exists():
-        try: res['diagnose'] = json.loads((W/'diagnose.json').read_text())
-        except json.JSONDecodeError: res['diagnose'] = (W/'diagnose.json').read_text()[-4000:]
+    for key, f in [('diagnose', W/'diagnose.json'), ('diagnose_delta', W/'diagnose-delta.json')]:
+        if f.exists():
+            try: res[key] = json.loads(f.read_text())
+            except json.JSONDecodeError: res[key] = f.read_text()[-4000:]
     (W/'results.json').write_text(json.dumps(res, indent=1, default=str))
     dest = ROOT/'bench'/'results'; dest.mkdir(exist_ok=True)
     shutil.copy(W/'results.json', dest/f'exp_drafters-s{a.steps}.json')

@@ -112,7 +112,7 @@ def jsonl_prompts(path: str|Path, tokenizer, limit: int|None = None) -> list[Eva
     from eagle_nb.data import ROLE_ALIASES
     path, out = Path(path), []
     if not path.exists(): raise EagleNbError(f"{path}: prompt file not found")
-    for ln, line in enumerate(path.read_text().splitlines(), 1):
+    for ln, line in enumerate(path.read_text().split('\n'), 1):   # not splitlines(): U+2028 may sit inside a JSON string
         if not line.strip(): continue
         where = f"{path}:{ln}"
         try: rec = json.loads(line)

@@ -57,3 +57,15 @@ def test_cli_prepare_sharegpt_smollm2(tmp_path, capsys):
     assert m['tokenizer']['end_of_turn'] == ['<|im_end|>'] and m['heldout']['count'] == 4
     assert max(ds.lengths) <= 1024 and ds.draft_vocab().size == 2048
     assert ds.manifest['num_loss_tokens'] == int(ds.loss_mask.sum())
+
+@pytest.mark.slow
+def test_smollm2_control_characters_do_not_fail_mask_check(smol):
+    "ShareGPT's jh3EBZd_0 holds \\x13, which SmolLM2's tokenizer drops: the mask check compares with the tokenizer's round trip."
+    from eagle_nb.data import Conversation, _verify_masks
+    text = 'ratio\n\x12\n-1 - 2Phi\n\x131/2 done'
+    assert smol.tokenizer.decode(smol.tokenizer.encode(text, add_special_tokens=False)) != text   # the tokenizer is lossy here
+    conv = Conversation('cc', [{'role': 'user', 'content': 'derive it'}, {'role': 'assistant', 'content': text}])
+    samples = tokenize_conversations([conv], smol.tokenizer)
+    _verify_masks(samples, {'cc': conv}, smol.tokenizer)                                           # no mask_mismatch
+    bad = Conversation('cc', [{'role': 'user', 'content': 'derive it'}, {'role': 'assistant', 'content': text + ' extra'}])
+    with pytest.raises(Exception, match='mask'): _verify_masks(samples, {'cc': bad}, smol.tokenizer)   # a real mismatch still fails
