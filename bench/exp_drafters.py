@@ -113,34 +113,25 @@ if 'orig' in stages:
 def write_vllm_files(files: Path, capture: str):
     """What vLLM's extract_hidden_states connector writes per request: token_ids + hidden_states [T, 4, H], ids as HF
     hidden_states indices, id L = 30 the residual stream before the final norm (UPSTREAM.md, vLLM section); captured
-    here with forward hooks on the in-process target.
+    with `eagle_nb.diagnostics.capture_states` on the in-process target.
       capture='offset': its config names the SpecForge ids [1, 14, 26] -> the residual stream entering HF layers 1, 14, 26;
       capture='delta':  the right ids [2, 15, 27], but the connector keeps vLLM's `hidden_states` without adding `residual`:
                         the MLP output of layers 1, 14, 26 alone (the seed's "residual vs. delta capture")."""
     import torch
     from eagle_nb.data import TokenizedDataset
-    from eagle_nb.extract import decoder_parts
+    from eagle_nb.diagnostics import capture_states
     from eagle_nb.formats import write_vllm_file
     from eagle_nb.target import load_target
     t0 = time.time()
     tgt = load_target('smollm2-135m')
-    base, layers, norm = decoder_parts(tgt.model)
-    files.mkdir(exist_ok=True)
     ds = TokenizedDataset.open(data['orig'])
-    for i, smp in enumerate(ds):
-        grab = {}
-        if capture == 'offset':
-            hs = [layers[k].register_forward_pre_hook(lambda mod, args, kw, k=k: grab.__setitem__(k, (args[0] if args else kw['hidden_states'])[0].clone()), with_kwargs=True)
-                  for k in SPECFORGE_IDS]
-        else:
-            hs = [layers[k].mlp.register_forward_hook(lambda mod, args, out, k=k: grab.__setitem__(k, out[0].clone())) for k in SPECFORGE_IDS]
-        hs.append(norm.register_forward_pre_hook(lambda mod, args: grab.__setitem__('pre', args[0][0].clone())))
-        try:
-            with torch.inference_mode(): base(input_ids=smp['input_ids'][None].to(tgt.device), use_cache=False)
-        finally:
-            for h in hs: h.remove()
-        write_vllm_file(files/f'req-{i:05d}.safetensors', smp['input_ids'].int(),
-                        torch.stack([grab[k] for k in SPECFORGE_IDS] + [grab['pre']], 1).cpu())
+    ext = capture_states(tgt, {smp['id']: smp['input_ids'] for smp in ds}, SPECFORGE_IDS if capture == 'offset' else MEANT_IDS,
+                         final='pre', delta=None if capture == 'offset' else 'mlp', name=f'vllm-{capture}')
+    files.mkdir(exist_ok=True)
+    for i, sid in enumerate(ext.ids):
+        x = ext.samples[sid]
+        hs = torch.stack([x['layers'][k] for k in ext.layer_ids] + [x['final']], 1).to(tgt.dtype)   # the engine's dtype
+        write_vllm_file(files/f'req-{i:05d}.safetensors', torch.as_tensor(x['input_ids']).int(), hs)
     (files/'DONE').write_text('ok')
     log_time(f'{files.name}-capture', time.time() - t0); print(f"== {files.name}: {len(ds)} in {time.time() - t0:.0f} s")
 

@@ -663,13 +663,14 @@ def _write_tokens(path: Path, samples: list[dict]):
 def _verify_masks(samples: list[dict], convs: dict, tokenizer, n: int|None = None):
     "Decode the masked runs of the first `n` samples (None: all) back to exactly the assistant texts + end-of-turn; raise on a mismatch."
     specials = {tokenizer.decode([i], skip_special_tokens=False) for i in special_token_ids(tokenizer)} | {''}
+    def is_turn(g, c): return any(g.startswith(w) and g[len(w):] in specials for w in (c, c.strip()))
+    def same(g, c):   # c, or c as the tokenizer itself round-trips it (some drop control characters such as \x13)
+        if is_turn(g, c): return True
+        rt = tokenizer.decode(tokenizer.encode(c, add_special_tokens=False), skip_special_tokens=False)
+        return rt != c and is_turn(g, rt)
     for s in samples[:n]:
         want = [m['content'] for m in convs[s['id']].messages if m['role'] == 'assistant']
         got = masked_spans(s, tokenizer)
-        def same(g, c):   # c, or c as the tokenizer itself round-trips it (some drop control characters such as \x13)
-            if any(g.startswith(w) and g[len(w):] in specials for w in (c, c.strip())): return True
-            rt = tokenizer.decode(tokenizer.encode(c, add_special_tokens=False), skip_special_tokens=False)
-            return rt != c and any(g.startswith(w) and g[len(w):] in specials for w in (rt, rt.strip()))
         ok = len(got) == len(want) and all(same(g, c) for g, c in zip(got, want))
         if not ok: raise DataError('mask_mismatch', f"sample {s['id']}", "the masked tokens do not decode to the assistant turns; "
                                    "this tokenizer/template is not supported, please report it")
@@ -789,8 +790,11 @@ class TokenizedDataset:
 
     def heldout(self) -> list[Conversation]:
         "The held-out conversations (evaluation prompts never used in training)."
-        lines = (self.path/self.manifest['heldout']['file']).read_text().split('\n')   # not splitlines(): U+2028 may sit inside a JSON string
-        return [Conversation(d['id'], d['messages']) for d in map(json.loads, filter(None, lines))]
+        out = []
+        for loc, d in _iter_jsonl(self.path/self.manifest['heldout']['file']):   # lines end at \n only (U+2028 may sit in a string)
+            if isinstance(d, DataError): raise d
+            out.append(Conversation(d['id'], d['messages']))
+        return out
 
     def stats(self): return dataset_stats(self.lengths, [s['loss_tokens'] for s in self.manifest['samples']], self.manifest['max_len'])
 

@@ -181,8 +181,8 @@ def build_site(root: Path|None = None,  # the checkout (default: found from the 
             else:
                 if verbose: print(f'executing {f} ...', flush=True)
                 execute_notebook(src, dst)
+            _no_reexec(dst)
             stamp.write_text(_sha(src))
-        _no_reexec(dst)
     # 2. nbdev's processing (show_doc, hidden cells, directives) into _proc/
     from nbdev.serve import proc_nbs
     proc = proc_nbs(path=exec_dir, n_workers=0)

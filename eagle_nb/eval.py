@@ -109,14 +109,12 @@ def heldout_prompts(dataset: str|Path, tokenizer, limit: int|None = None) -> lis
 
 def jsonl_prompts(path: str|Path, tokenizer, limit: int|None = None) -> list[EvalPrompt]:
     "Prompts from a JSONL file: `prompt`, `messages`/`conversations`, or `input_ids` per line."
-    from eagle_nb.data import ROLE_ALIASES
+    from eagle_nb.data import ROLE_ALIASES, DataError, _iter_jsonl
     path, out = Path(path), []
     if not path.exists(): raise EagleNbError(f"{path}: prompt file not found")
-    for ln, line in enumerate(path.read_text().split('\n'), 1):   # not splitlines(): U+2028 may sit inside a JSON string
-        if not line.strip(): continue
-        where = f"{path}:{ln}"
-        try: rec = json.loads(line)
-        except json.JSONDecodeError as e: raise EagleNbError(f"{where}: not valid JSON ({e.msg})") from None
+    for where, rec in _iter_jsonl(path):   # eagle_nb.data's JSONL reader: lines end at \n only (U+2028 may sit in a string)
+        if isinstance(rec, DataError): raise EagleNbError(f"{where}: {rec.detail}")
+        ln = int(where.rsplit(':', 1)[1])
         if not isinstance(rec, dict): raise EagleNbError(f"{where}: expected a JSON object with 'prompt', 'messages' or 'input_ids'")
         pid = str(rec.get('id', f"{path.stem}-{ln}"))
         if 'input_ids' in rec:

@@ -128,13 +128,17 @@ def _latest_unfinished(profile: str) -> Path|None:
     runs = sorted(p for p in runs_dir().glob(f'{profile}-*') if p.is_dir() and not (p/'run.json').exists())
     return runs[-1] if runs else None
 
+def _run_folder(profile: str, run_dir: Path|None = None, new: bool = False) -> Path:
+    "`run_dir` if given, else the latest unfinished run of `profile` (unless `new`), else a new `_runs/<profile>-<time>`."
+    if run_dir: return Path(run_dir)
+    return (None if new else _latest_unfinished(profile)) or runs_dir()/f"{profile}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+
 def run_pipeline(profile: str = 'quick', new: bool = False, run_dir: Path|None = None, stages: list[str]|None = None, log=print) -> Path:
     "Run (or resume) every stage of a profile; return the run folder."
     root = project_dir()
     if root is None: raise EagleNbError("demo: run it from an eagle_nb checkout (the notebooks are its stages)")
     cfg = load_profile(profile, root)
-    run_dir = Path(run_dir) if run_dir else (None if new else _latest_unfinished(cfg['profile']))
-    if run_dir is None: run_dir = runs_dir()/f"{cfg['profile']}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    run_dir = _run_folder(cfg['profile'], run_dir, new)
     resumed = run_dir.exists() and any(run_dir.glob('*.done'))
     run_dir.mkdir(parents=True, exist_ok=True)
     log(f"run {run_dir} ({'resumed' if resumed else 'new'}), profile {cfg['profile']}")
@@ -164,8 +168,8 @@ def _measured_rates(ref: Path|None) -> dict:
     if ref is None: return out
     mets = ref/'drafter'/'metrics.jsonl'
     if mets.exists():
-        tps = [json.loads(l).get('tokens_per_s') for l in mets.read_text().splitlines() if '"kind": "train"' in l]
-        tps = [t for t in tps if t]
+        recs = [json.loads(l) for l in mets.read_text().split('\n') if l.strip()]
+        tps = [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
         if tps: out['train_tokens_per_s'] = statistics.median(tps[len(tps) // 10:] or tps)   # skip the compile/warm-up steps
     ev = ref/'eval'/'eval.json'
     if ev.exists():
@@ -185,19 +189,19 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     train and eval times use the rates the latest finished `quick` run measured here (or `rates_from`)."""
     import pandas as pd
     from .data import TokenizedDataset
-    from .extract import ExtractConfig, preflight
+    from .extract import ExtractConfig, preflight, _free_disk
     from .target import load_target
     root = project_dir()
     if root is None: raise EagleNbError("estimate: run it from an eagle_nb checkout")
     cfg = load_profile(profile, root)
-    run_dir = Path(run_dir) if run_dir else (_latest_unfinished(cfg['profile']) or runs_dir()/f"{cfg['profile']}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    run_dir = _run_folder(cfg['profile'], run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = dict(run_dir=str(run_dir), profile=cfg['profile'])
     by_nb = {s['notebook']: (i, s) for i, s in enumerate(cfg['stages'])}
     need = [n for n in ('00_data.ipynb', '01_extract.ipynb') if n not in by_nb]
     if need: raise EagleNbError(f"estimate: profile {cfg['profile']} has no stage for {', '.join(need)}")
     rates = _measured_rates(Path(rates_from) if rates_from else _latest_finished('quick'))
-    rows, t_prep = [], time.time()
+    rows = []
     i, st = by_nb['00_data.ipynb']
     m = run_stage(st, i, run_dir, ctx, root/'nbs', log=log)        # real: the full run resumes from it
     rows.append(dict(stage=st['name'], tokens=None, rate=None, seconds=m['seconds'], basis='ran it (resumable: the run reuses it)'))
@@ -205,16 +209,16 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out_dir'), load_target(ep.get('target', 'smollm2-135m'))
     xc = ExtractConfig(layers=ep.get('layers', 'auto'), aux_dtype=ep.get('aux_dtype', 'bf16'), signal=ep.get('signal', 'final'),
                        topk=int(ep.get('topk', 20)), limit=int(ep.get('limit', 0)), free_bytes=1 << 62, progress=False)
-    pf = preflight(data, tgt, Path(ep['out']), xc, verbose=False)
-    free = shutil.disk_usage(next(p for p in [Path(ep['out']), *Path(ep['out']).parents] if p.exists())).free
+    pf = preflight(data, tgt, Path(ep['out']), xc, verbose=False)   # free_bytes above: measure even when it will not fit
+    free, _ = _free_disk(Path(ep['out']))
     rows.append(dict(stage=by_nb['01_extract.ipynb'][1]['name'], tokens=pf.attrs['tokens'], rate=pf.attrs['tokens_per_s'], seconds=pf.attrs['eta_s'],
                      basis=f"preflight probe of {tgt.name} on this machine; store {pf.attrs['need_bytes'] / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
-                           + ('  <- DOES NOT FIT' if pf.attrs['need_bytes'] * 1.1 > free else '')))
+                           + ('  <- DOES NOT FIT' if pf.attrs['need_bytes'] * (1 + xc.disk_margin) > free else '')))
+    ds = TokenizedDataset.open(data, verify=False)
     if '02_diagnostics.ipynb' in by_nb:
         rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'), basis='as measured by the reference run'))
     if '03_train.ipynb' in by_nb:
         tp = by_nb['03_train.ipynb'][1]['parameters']
-        ds = TokenizedDataset.open(data, verify=False)
         train_tokens = sum(min(n, int(tp.get('max_len', 2048))) for n in ds.lengths) * (1 - float(tp.get('eval_fraction', 0.05)))
         tokens = int(tp['steps']) * int(tp.get('batch_tokens', 2048)) * int(tp.get('micro_batches', 1)) if int(tp.get('steps', 0)) else train_tokens * int(tp.get('epochs', 1))
         r = rates.get('train_tokens_per_s')
@@ -224,8 +228,10 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
         evp = by_nb['04_eval.ipynb'][1]['parameters']
         sets = [s for s in str(evp.get('prompts', 'humaneval')).split(',') if s]
         lim = int(evp.get('limit', 0))
-        held = len(TokenizedDataset.open(data, verify=False).heldout())
-        avail = lambda s: 164 if s == 'humaneval' else held if s == 'sharegpt-heldout' else sum(1 for _ in open(s))   # HumanEval has 164
+        held = len(ds.heldout())
+        def avail(s):   # prompts in a set: HumanEval has 164; a JSONL file, its non-blank lines
+            if s in ('humaneval', 'sharegpt-heldout'): return 164 if s == 'humaneval' else held
+            return sum(1 for l in Path(s).read_text().split('\n') if l.strip())
         n = sum(min(lim, avail(s)) if lim else avail(s) for s in sets)
         tokens = n * int(evp.get('max_new_tokens', 128))
         pr, sr = rates.get('eval_plain_tokens_per_s'), rates.get('eval_spec_tokens_per_s')
