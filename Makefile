@@ -8,11 +8,12 @@ export EAGLE_NB_PROGRESS ?= 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PROFILE ?= quick
 
-.PHONY: install provision browser demo test test-fast bench docs readme export clean help
+.PHONY: install provision engines browser demo test test-fast bench docs readme export clean help
 
 help:
 	@echo "make demo   set up .venv, provision SmolLM2 + data, run the pipeline headless (PROFILE=quick|full)"
 	@echo "make test   set up .venv, provision, then every check and test (ends with 'N passed, N failed')"
+	@echo "make engines  build the real engines' own venvs (vLLM, SGLang) in $$EAGLE_NB_HOME/engines when missing"
 	@echo "make bench  benchmarks in bench/ (ratios measured side by side)"
 	@echo "make docs   build the documentation site into _docs/"
 	@echo "make clean  remove build outputs and runs (keeps .venv and the provisioned cache)"
@@ -31,6 +32,11 @@ install: $(STAMP)
 provision: install
 	$(BIN)/eagle-nb provision
 
+# Real engines (vLLM CPU build, SGLang) each live in a venv of their own, keyed by their pins (eagle_nb.engines): built once
+# per machine (a few minutes, ~3.5 GB for vLLM), reused by every clone afterwards.
+engines: install
+	$(BIN)/eagle-nb engines build all
+
 demo: provision
 	$(BIN)/eagle-nb demo --profile $(PROFILE)
 
@@ -39,7 +45,7 @@ browser:
 	@command -v chromium >/dev/null || { echo "installing chromium (apt) for the docs browser test"; \
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "WARNING: could not install chromium; the browser test will fail"; }
 
-test: provision browser
+test: provision engines browser
 	EAGLE_NB_PROGRESS=0 $(BIN)/python tests/run_all.py
 
 test-fast: install

@@ -22,6 +22,7 @@ COMMANDS = {
     'train':      ('eagle_nb.train:train_main',            'train an EAGLE-3 drafter from a store'),
     'export':     ('eagle_nb.drafter:export_main',         'drafter checkpoint -> SGLang or vLLM speculators format'),
     'eval':       ('eagle_nb.eval:eval_main',              'speculative decoding: acceptance length, alpha_k, speedup'),
+    'engines':    ('eagle_nb.engines:engines_main',        "build or locate the real engines' own venvs (vllm, sglang)"),
     'demo':       ('eagle_nb.pipeline:demo_main',          'the whole pipeline headless with papermill, reports in _runs/'),
     'docs':       ('eagle_nb.docs:docs_main',              'build the documentation site (Quarto, or the built-in fallback)'),
 }
