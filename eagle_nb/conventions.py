@@ -29,12 +29,12 @@ CONVENTIONS = {c.name: c for c in [
     LayerConvention('hf', 0, 'post', "eagle_nb stores; HF output_hidden_states index", "transformers output_hidden_states"),
     LayerConvention('vllm', 0, 'pre', "vLLM eagle_aux_hidden_state_layer_ids, extract_hidden_states files, speculators configs",
                     "vllm/model_executor/models/llama.py LlamaModel.forward (ids as given; id L before self.norm)"),
-    LayerConvention('sglang', 0, 'post', "SGLang layers_to_capture (the loop index) and the ids eagle_nb asks an SGLang server for",
+    LayerConvention('sglang', 0, 'post', "SGLang layers_to_capture (the loop index); the ids eagle_nb's SGLang backend and importer are told a server captures",
                     "python/sglang/srt/models/llama.py LlamaModel.forward (appends hidden_states + residual before layer i)"),
     LayerConvention('sglang_config', 1, 'post', "eagle_config.eagle_aux_hidden_state_layer_ids of an SGLang EAGLE-3 draft config",
                     "python/sglang/srt/models/llama.py set_eagle3_layers_to_capture: layers_to_capture = [val + 1 for val in layer_ids]"),
     LayerConvention('specforge', 1, 'post', "SpecForge --aux-hidden-states-layers and .ckpt files (output of layer k)",
-                    "SpecForge specforge/modeling/target (aux = output of layer id; stored hidden_state after the norm)"),
+                    "specforge/modeling/target/eagle3_target_model.py: forward hooks on layer outputs, default [1, L//2-1, L-4]; stored hidden_state after the norm"),
 ]}
 
 def _convention(name: str) -> LayerConvention:

@@ -16,10 +16,12 @@ from .store import HiddenStateStore, bytes_per_token, specforge_bytes_per_token,
 
 # %% auto #0
 __all__ = ['SIGNALS', 'capture_hidden_states', 'draft_topk', 'open_dataset', 'dataset_index', 'plan_batches', 'padding_overhead',
-           'ExtractConfig', 'RunPlan', 'plan_run', 'preflight', 'extract', 'target_description', 'extract_main']
+           'ExtractConfig', 'RunPlan', 'plan_run', 'preflight', 'extract', 'target_description', 'extract_main',
+           'decoder_parts']
 
 # %% ../nbs/01_extract.ipynb #bdc52083
 from .conventions import decoder_parts, HiddenStateCapture   # decoder_parts: re-exported (tests, importers, benches use it from here)
+_all_ = ['decoder_parts']
 
 def _check_right_padded(attention_mask: torch.Tensor):
     "Raise unless every row of the mask is ones followed by zeros."
