@@ -15,32 +15,21 @@ import torch.nn.functional as F
 from .core import EagleNbError, progress
 
 # %% auto #0
-__all__ = ['CONVENTIONS', 'UNIT_ROUNDOFF', 'SAFETY', 'KINDS', 'to_hf_ids', 'default_taps', 'Extraction', 'save_store',
-           'TensorParallel', 'capture_states', 'engine_extraction', 'delta_extraction', 'tp_partial_extraction',
-           'token_mismatch_samples', 'token_mismatch_extraction', 'drop_prefix_rows', 'shift_rows', 'scale_states',
-           'inject_nonfinite', 'perturb_states', 'cast_states', 'unit_roundoff', 'envelope', 'Comparison', 'compare',
-           'demo_samples', 'detection_cases', 'detection_table', 'token_metrics', 'plot_layer_curves',
-           'plot_cross_layer', 'plot_token_errors', 'Explorer', 'explorer', 'diagnose_main']
+__all__ = ['UNIT_ROUNDOFF', 'SAFETY', 'KINDS', 'default_taps', 'Extraction', 'save_store', 'capture_states', 'engine_extraction',
+           'delta_extraction', 'tp_partial_extraction', 'token_mismatch_samples', 'token_mismatch_extraction',
+           'drop_prefix_rows', 'shift_rows', 'scale_states', 'inject_nonfinite', 'perturb_states', 'cast_states',
+           'unit_roundoff', 'envelope', 'Comparison', 'compare', 'demo_samples', 'detection_cases', 'detection_table',
+           'token_metrics', 'plot_layer_curves', 'plot_cross_layer', 'plot_token_errors', 'Explorer', 'explorer',
+           'diagnose_main', 'CONVENTIONS', 'TensorParallel']
 
 # %% ../nbs/02_diagnostics.ipynb #7e77827f
-CONVENTIONS = {   # the names eagle_nb.formats uses, plus 'sglang_config'
-    'hf': "HF output_hidden_states index: id k = residual stream entering decoder layer k; 0 = embeddings; L = after the final norm",
-    'vllm': "vLLM aux ids: HF index as given (hidden_states + residual before layer k); id L = before the final norm",
-    'specforge': "SpecForge ids: output of (0-indexed) layer k = HF id k+1",
-    'sglang': "SGLang's captured layers (layers_to_capture): HF index",
-    'sglang_config': "ids written in an SGLang EAGLE-3 config (eagle_aux_hidden_state_layer_ids): SGLang captures HF id k+1",
-}
-
-def to_hf_ids(layer_ids: Sequence[int], convention: str = 'hf') -> list[int]:
-    "Canonical HF ids of `layer_ids` named in `convention` (see `CONVENTIONS`)."
-    if convention not in CONVENTIONS:
-        raise EagleNbError(f"layer convention {convention!r}: use one of {', '.join(CONVENTIONS)}")
-    shift = 1 if convention in ('specforge', 'sglang_config') else 0
-    return [int(i) + shift for i in layer_ids]
+# layer ids and capture have one definition, in eagle_nb.conventions (CONVENTIONS, TensorParallel re-exported)
+from .conventions import CONVENTIONS, to_canonical, default_aux_layers, sglang_layers_to_capture, TensorParallel, HiddenStateCapture
+_all_ = ['CONVENTIONS', 'TensorParallel']
 
 def default_taps(num_layers: int) -> list[int]:
-    "EAGLE-3 default aux taps in HF ids: `[2, L//2, L-3]`."
-    return [2, num_layers // 2, num_layers - 3]
+    "EAGLE-3 default aux taps in HF ids: `[2, L//2, L-3]` (`conventions.default_aux_layers`, never raising: only compared against)."
+    return default_aux_layers(num_layers, strict=False)
 
 # %% ../nbs/02_diagnostics.ipynb #aed91d4b
 class _StoreSamples(Mapping):
@@ -64,7 +53,7 @@ class Extraction:
     meta: dict = field(default_factory=dict)  # name, engine, compute_dtype, storage_dtype, ...
 
     @property
-    def hf_layer_ids(self) -> list[int]: return to_hf_ids(self.layer_ids, self.convention)
+    def hf_layer_ids(self) -> list[int]: return to_canonical(self.layer_ids, self.convention)
     @property
     def ids(self) -> list[str]: return list(self.samples)
     @property
@@ -112,54 +101,6 @@ def save_store(ext: Extraction, path: Path|str, target, aux_dtype: str = 'bfloat
         st.close(); raise
     return Path(path)
 
-# %% ../nbs/02_diagnostics.ipynb #177c1780
-@dataclass
-class TensorParallel:
-    "A virtual tensor-parallel split: which rank's partial sum a buggy capture keeps."
-    ranks: int = 2                       # tensor-parallel degree
-    rank: int = 0                        # the rank whose partial sum is captured
-    parts: tuple = ('attn', 'mlp')       # row-parallel matmuls split: attention o_proj and/or MLP down_proj
-    def __post_init__(self):
-        if not 0 <= self.rank < self.ranks: raise EagleNbError(f"TensorParallel: rank {self.rank} not in 0..{self.ranks - 1}")
-        if not set(self.parts) <= {'attn', 'mlp'} or not self.parts: raise EagleNbError("TensorParallel.parts: 'attn' and/or 'mlp'")
-
-    def kept(self, n: int) -> slice:
-        "The contiguous input columns of a row-parallel matmul held by `rank` (heads or MLP neurons)."
-        per = n // self.ranks
-        return slice(self.rank * per, n if self.rank == self.ranks - 1 else (self.rank + 1) * per)
-
-# %% ../nbs/02_diagnostics.ipynb #f6915d27
-def _others_linear(mod: torch.nn.Linear, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
-    "The other ranks' share of a row-parallel linear layer's output for input `x` (fp32)."
-    W = mod.weight.clone(); W[:, tp.kept(W.shape[1])] = 0
-    out = F.linear(x, W)
-    if mod.bias is not None and tp.rank != 0: out = out + mod.bias   # the bias is added once, by rank 0
-    return out.float()
-
-def _others_experts(mod: torch.nn.Module, args: tuple, tp: TensorParallel) -> torch.Tensor:
-    "The other ranks' share of a fused-experts block (down_proj [E, H, I]) re-run on the same routed inputs."
-    W = mod.down_proj
-    saved = W.data
-    masked = saved.clone(); masked[..., tp.kept(saved.shape[-1])] = 0
-    W.data = masked
-    try: return mod.forward(*args).float()   # .forward: no hooks fire again
-    finally: W.data = saved
-
-def _tp_hooks(layer, tp: TensorParallel, sink: list) -> list:
-    "Register hooks on one decoder layer that add the other ranks' partial sums to `sink`."
-    hooks = []
-    def lin_hook(mod, args, out): sink.append(_others_linear(mod, args[0], tp))
-    if 'attn' in tp.parts: hooks.append(layer.self_attn.o_proj.register_forward_hook(lin_hook))
-    if 'mlp' in tp.parts:
-        mlp = layer.mlp
-        if isinstance(getattr(mlp, 'down_proj', None), torch.nn.Linear): hooks.append(mlp.down_proj.register_forward_hook(lin_hook))
-        elif hasattr(mlp, 'experts') and isinstance(getattr(mlp.experts, 'down_proj', None), torch.nn.Parameter):
-            hooks.append(mlp.experts.register_forward_hook(lambda mod, args, out: sink.append(_others_experts(mod, args, tp))))
-            sh = getattr(mlp, 'shared_experts', None)
-            if sh is not None: hooks.append(sh.down_proj.register_forward_hook(lin_hook))
-        else: raise EagleNbError(f"TP emulation: MLP {type(mlp).__name__} has neither down_proj nor fused experts")
-    return hooks
-
 # %% ../nbs/02_diagnostics.ipynb #fd38fd0b
 def _as_ids(x) -> list[int]: return [int(i) for i in (x.tolist() if torch.is_tensor(x) else x)]
 
@@ -176,32 +117,11 @@ def capture_states(target,                           # a `Target`
     "Run the target on `samples` and capture the requested states, in canonical HF ids."
     model = target.model
     if dtype is not None and dtype != target.dtype: model = copy.deepcopy(model).to(dtype)
-    from eagle_nb.extract import decoder_parts    # the same decoder stack the extraction hooks
-    _, layers, norm = decoder_parts(model)
-    L = len(layers)
-    ids = list(range(L + 1)) if layer_ids == 'all' else [int(i) for i in layer_ids]
-    if any(not 0 <= i <= L for i in ids): raise EagleNbError(f"layer ids {ids}: each must be in 0..{L}")
-    if (delta or tp) and 0 in ids: raise EagleNbError("delta/TP capture needs ids >= 1 (id 0 is the embeddings, no layer before it)")
-    if tp is not None and L in ids: raise EagleNbError(f"TP emulation: id {L} is after the final norm; capture ids < {L}")
-    if delta not in (None, 'layer', 'mlp'): raise EagleNbError(f"delta={delta!r}: use 'layer', 'mlp' or None")
-    rec, others = {}, {}
-    hooks = []
-    want_in = {k for k in ids if k < L} | ({k - 1 for k in ids} if delta == 'layer' else set())
-    for k in sorted(want_in):   # the stream entering layer k (HF id k), passed positionally or as `hidden_states`
-        hooks.append(layers[k].register_forward_pre_hook(
-            lambda m, a, kw, k=k: rec.__setitem__(k, (a[0] if a else kw['hidden_states']).float()), with_kwargs=True))
-    def norm_hook(m, a, out):
-        rec['pre'] = a[0].float(); rec['post'] = out.float()
-    hooks.append(norm.register_forward_hook(norm_hook))
-    if delta == 'mlp':
-        for k in ids: hooks.append(layers[k - 1].mlp.register_forward_hook(lambda m, a, out, k=k: rec.__setitem__(('mlp', k), out.float())))
-    if tp is not None:
-        for k in ids:
-            others[k] = []
-            hooks += _tp_hooks(layers[k - 1], tp, others[k])
+    cap = HiddenStateCapture(model, layer_ids, final=final, delta=delta, tp=tp, dtype=torch.float32)   # states kept in fp32
+    ids, L = cap.layer_ids, cap.num_layers
     names = list(samples)
     out = {}
-    try:
+    with cap:
         for i in range(0, len(names), batch_size):
             batch = names[i:i + batch_size]
             seqs = [_as_ids(samples[s]) for s in batch]
@@ -209,27 +129,15 @@ def capture_states(target,                           # a `Target`
             input_ids = torch.zeros(len(seqs), T, dtype=torch.long)
             mask = torch.zeros(len(seqs), T, dtype=torch.long)
             for j, s in enumerate(seqs): input_ids[j, :len(s)] = torch.tensor(s); mask[j, :len(s)] = 1
-            rec.clear()
-            for v in others.values(): v.clear()
+            cap.clear()
             dev = next(model.parameters()).device
             model(input_ids=input_ids.to(dev), attention_mask=mask.to(dev), use_cache=False)
-            def state(k):   # (B, T, H) fp32: the HF id-k state
-                if k < L: return rec[k]
-                return rec['post'] if final != 'pre' else rec['pre']
-            per = {}
-            for k in ids:
-                if delta == 'layer': x = (rec[k] if k < L else rec['pre']) - rec[k - 1]
-                elif delta == 'mlp': x = rec[('mlp', k)]
-                else: x = state(k)
-                if tp is not None: x = x - sum(o.reshape(x.shape) for o in others[k])
-                per[k] = x
-            fin = None if final is None else rec['post' if final == 'post' else 'pre']
+            per = cap.states()           # {id: (B, T, H) fp32}
+            fin = cap.final_state()      # (B, T, H) fp32 or None
             for j, s in enumerate(batch):
                 n = len(seqs[j])
                 out[s] = dict(input_ids=torch.tensor(seqs[j]), layers={k: per[k][j, :n].cpu().clone() for k in ids},
                               final=None if fin is None else fin[j, :n].cpu().clone())
-    finally:
-        for h in hooks: h.remove()
     cdt = str(next(model.parameters()).dtype).replace('torch.', '')
     meta = dict(name=name, engine='hf', compute_dtype=cdt, storage_dtype='float32', final=final,
                 capture=dict(delta=delta, tp=None if tp is None else vars(tp), batch_size=batch_size))
@@ -249,9 +157,7 @@ def engine_extraction(target, samples: Mapping[str, Sequence[int]],
         held = list(config_ids) if config_ids is not None else default_taps(L)
         eng_final = 'pre'
     elif engine == 'sglang':
-        if config_ids is None: held = default_taps(L)
-        elif sglang_rule == 'always' or (sglang_rule == 'first_is_one' and config_ids[0] == 1): held = [i + 1 for i in config_ids]
-        else: held = list(config_ids)
+        held = default_taps(L) if config_ids is None else sglang_layers_to_capture(config_ids, sglang_rule)
         eng_final = 'post'
     elif engine == 'hf':
         held = list(config_ids) if config_ids is not None else default_taps(L)
@@ -259,7 +165,7 @@ def engine_extraction(target, samples: Mapping[str, Sequence[int]],
     else: raise EagleNbError(f"engine {engine!r}: use 'vllm', 'sglang' or 'hf'")
     fin = eng_final if final == 'engine' else final
     ext = capture_states(target, samples, held, final=fin, name=f'{engine}-convention', **capture_kw)
-    labels = list(config_ids) if config_ids is not None else (default_taps(L) if engine != 'sglang' else [i - 1 for i in default_taps(L)])
+    labels = list(config_ids) if config_ids is not None else default_aux_layers(L, 'sglang_config' if engine == 'sglang' else engine, strict=False)
     conv = believed or {'vllm': 'vllm', 'sglang': 'sglang_config', 'hf': 'hf'}[engine]
     for s in ext.samples.values(): s['layers'] = {lab: s['layers'][h] for lab, h in zip(labels, held)}
     ext.layer_ids, ext.convention = labels, conv

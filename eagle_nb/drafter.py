@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha256_file
+from .conventions import to_canonical, from_canonical
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'DrafterConfig', 'RMSNorm', 'rope_inv_freq', 'apply_rope', 'DrafterAttention', 'DrafterMLP',
@@ -543,12 +544,12 @@ def load_drafter(path: Path|str,
 
 # %% ../nbs/03a_drafter.ipynb #8dd61021
 def sglang_aux_ids(canonical: list[int]) -> list[int]:
-    "Canonical (HF hidden_states index) ids -> the ids SGLang's draft config holds (it adds 1 back)."
-    return [int(i) - 1 for i in canonical]
+    "Canonical (HF hidden_states index) ids -> the ids SGLang's draft config holds (convention 'sglang_config': it adds 1 back)."
+    return from_canonical(canonical, 'sglang_config')
 
 def canonical_from_sglang(ids: list[int]) -> list[int]:
-    "SGLang draft-config ids -> canonical ids (the +1 of `set_eagle3_layers_to_capture` for Llama/Qwen)."
-    return [int(i) + 1 for i in ids]
+    "SGLang draft-config ids -> canonical ids (the +1 of `set_eagle3_layers_to_capture` for Llama/Qwen; `conventions`)."
+    return to_canonical(ids, 'sglang_config')
 
 def _rope_fields(c: DrafterConfig) -> dict:
     "rope in both HF spellings: `rope_theta`/`rope_scaling` (transformers 4, SGLang) and `rope_parameters` (5)."

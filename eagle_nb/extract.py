@@ -15,19 +15,13 @@ from .target import Target, load_target
 from .store import HiddenStateStore, bytes_per_token, specforge_bytes_per_token, normalize_aux_dtype, merge_stores
 
 # %% auto #0
-__all__ = ['SIGNALS', 'decoder_parts', 'capture_hidden_states', 'draft_topk', 'open_dataset', 'dataset_index', 'plan_batches',
-           'padding_overhead', 'ExtractConfig', 'RunPlan', 'plan_run', 'preflight', 'extract', 'target_description',
-           'extract_main']
+__all__ = ['SIGNALS', 'capture_hidden_states', 'draft_topk', 'open_dataset', 'dataset_index', 'plan_batches', 'padding_overhead',
+           'ExtractConfig', 'RunPlan', 'plan_run', 'preflight', 'extract', 'target_description', 'extract_main',
+           'decoder_parts']
 
 # %% ../nbs/01_extract.ipynb #bdc52083
-def decoder_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.ModuleList, torch.nn.Module]:
-    "(base model, decoder layers, final norm) of an HF causal LM (Llama/Qwen/DeepSeek-style `model.model`)."
-    base = model.get_decoder() if hasattr(model, 'get_decoder') else getattr(model, 'model', model)
-    layers, norm = getattr(base, 'layers', None), getattr(base, 'norm', None)
-    if layers is None or norm is None:
-        raise EagleNbError(f"{type(model).__name__}: cannot find decoder layers and final norm (expected model.model.layers "
-                           f"and model.model.norm); this architecture needs support in eagle_nb.extract.decoder_parts")
-    return base, layers, norm
+from .conventions import decoder_parts, HiddenStateCapture   # decoder_parts: re-exported (tests, importers, benches use it from here)
+_all_ = ['decoder_parts']
 
 def _check_right_padded(attention_mask: torch.Tensor):
     "Raise unless every row of the mask is ones followed by zeros."
@@ -43,30 +37,10 @@ def capture_hidden_states(target: Target,
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     "One forward: aux `(B, T, n, H)` at `layer_ids` and the post-norm final state `(B, T, H)`, in the model's dtype."
     layer_ids = list(target.default_aux_layers() if layer_ids is None else layer_ids)
-    L = target.num_layers
-    if any(not 0 <= k <= L for k in layer_ids): raise EagleNbError(f"layer ids {layer_ids}: each must be in 0..{L}")
+    cap = HiddenStateCapture(target.model, layer_ids, final='post', dtype=target.dtype)   # id L = the post-norm final state
     if attention_mask is not None: _check_right_padded(attention_mask)
-    base, layers, norm = decoder_parts(target.model)
-    input_ids = input_ids.to(target.device)
-    B, T = input_ids.shape
-    aux = torch.empty(B, T, len(layer_ids), target.hidden_size, dtype=target.dtype, device=target.device)  # (B, T, n, H)
-    final = torch.empty(B, T, target.hidden_size, dtype=target.dtype, device=target.device)               # (B, T, H)
-    got = set()
-    def tap(j):  # pre-hook: the residual stream entering layer k (positional or keyword `hidden_states`)
-        def hook(mod, args, kwargs):
-            aux[:, :, j].copy_(args[0] if args else kwargs['hidden_states']); got.add(j)
-        return hook
-    def tap_norm(mod, args, out):  # the post-norm final state; also canonical id L
-        final.copy_(out)
-        for j, k in enumerate(layer_ids):
-            if k == L: aux[:, :, j].copy_(out); got.add(j)
-    handles = [layers[k].register_forward_pre_hook(tap(j), with_kwargs=True) for j, k in enumerate(layer_ids) if k < L]
-    handles.append(norm.register_forward_hook(tap_norm))
-    try: base(input_ids=input_ids, use_cache=False)
-    finally:
-        for h in handles: h.remove()
-    if len(got) != len(layer_ids): raise EagleNbError(f"{target.name}: hooks captured layers {sorted(layer_ids[j] for j in got)} of {layer_ids}; the model's forward skipped a tapped layer")
-    return aux, final
+    with cap: cap.base(input_ids=input_ids.to(target.device), use_cache=False)   # the base model: no lm_head
+    return cap.stack(), cap.final_state()   # (B, T, n, H), (B, T, H)
 
 # %% ../nbs/01_extract.ipynb #6d8ee56f
 @torch.no_grad()

