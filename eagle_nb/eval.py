@@ -216,17 +216,17 @@ def load_proposer_factory(spec: str, target, dtype: torch.dtype|None = None, see
 class EvalConfig:
     "What to evaluate and how (CLI: `eagle-nb eval`)."
     target: str = 'smollm2-135m'   # 'smollm2-135m', 'tiny-<arch>' or an HF model directory
-    drafter: str = 'random-init'   # checkpoint dir, or 'random-init' | 'ngram' | 'replay' (reference drafters)
-    prompts: str = 'humaneval'     # 'humaneval', 'sharegpt-heldout', a .jsonl path; comma-separated for several
-    dataset: str = ''              # prepared dataset whose held-out split 'sharegpt-heldout' reads
-    limit: int = 20                # prompts per set (0 = all)
-    max_new_tokens: int = 128
-    num_steps: int = 3             # SGLang --speculative-num-steps
-    topk: int = 1                  # SGLang --speculative-eagle-topk (1 = chain)
-    num_draft_tokens: int = 0      # SGLang --speculative-num-draft-tokens (0 = num_steps+1 for a chain, 1+topk*num_steps for a tree)
-    temperature: float = 0.0       # 0 = greedy (checked lossless)
-    seed: int = 0
-    device: str = ''               # '' = pick (CUDA when available)
+    drafter: str = 'random-init'   # drafter checkpoint directory, or a reference drafter: random-init, ngram, replay
+    prompts: str = 'humaneval'     # prompt sets, comma-separated: humaneval, sharegpt-heldout, a .jsonl path
+    dataset: str = ''              # prepared dataset (eagle-nb prepare --holdout N) whose held-out split sharegpt-heldout reads (empty: the checkpoint's)
+    limit: int = 20                # prompts per set (0: all)
+    max_new_tokens: int = 128      # tokens generated per prompt
+    num_steps: int = 3             # draft depth (SGLang --speculative-num-steps)
+    topk: int = 1                  # branches per node, 1 for a chain (SGLang --speculative-eagle-topk)
+    num_draft_tokens: int = 0      # tokens verified per round incl. the root (0: num_steps+1 for a chain, 1+topk*num_steps for a tree)
+    temperature: float = 0.0       # 0 for greedy, every output checked identical to plain decoding
+    seed: int = 0                  # sampling seed
+    device: str = ''               # empty: CUDA when available, else CPU
     warmup: bool = True            # one untimed run of each method first
 
     def __post_init__(self):
@@ -514,20 +514,8 @@ def sglang_spec_benchmark(urls: Sequence[str]|str, prompts: list[EvalPrompt],
 # %% ../nbs/04_eval.ipynb #53c55f49
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='eagle-nb eval', description=eval_main.__doc__)
-    d = EvalConfig()
-    ap.add_argument('--target', default=d.target, help="'smollm2-135m', 'tiny-<arch>' or an HF model directory")
-    ap.add_argument('--drafter', default=None, help=f"drafter checkpoint directory, or one of {', '.join(REFERENCE_DRAFTERS)}")
-    ap.add_argument('--prompts', default=d.prompts, help="'humaneval', 'sharegpt-heldout', or a .jsonl path; comma-separated for several")
-    ap.add_argument('--dataset', default='', help="prepared dataset (eagle-nb prepare --holdout N) for 'sharegpt-heldout'; "
-                    "default: the one the checkpoint's store was extracted from")
-    ap.add_argument('--limit', type=int, default=d.limit, help='prompts per set (0 = all)')
-    ap.add_argument('--max-new-tokens', type=int, default=d.max_new_tokens)
-    ap.add_argument('--num-steps', type=int, default=d.num_steps, help='draft depth (SGLang --speculative-num-steps)')
-    ap.add_argument('--topk', type=int, default=d.topk, help='branches per node, 1 = chain (SGLang --speculative-eagle-topk)')
-    ap.add_argument('--num-draft-tokens', type=int, default=0, help='tokens verified per round incl. the root (SGLang --speculative-num-draft-tokens)')
-    ap.add_argument('--temperature', type=float, default=d.temperature, help='0 = greedy (lossless check)')
-    ap.add_argument('--seed', type=int, default=d.seed)
-    ap.add_argument('--device', default='', help="'' = CUDA when available, else CPU")
+    from eagle_nb.core import add_config_flags
+    add_config_flags(ap, EvalConfig)   # one flag per field; its help is the field's comment
     ap.add_argument('--json', action='store_true', help='print the JSON report to stdout')
     ap.add_argument('--out', default='', help='write the JSON report here (default: runs_dir()/eval/eval.json)')
     ap.add_argument('--sglang-url', action='append', default=[], help='benchmark a live SGLang server instead (repeatable)')
@@ -536,7 +524,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def eval_main(argv: list[str]) -> int:
     "Speculative decoding with a drafter: acceptance length, alpha_k, speedup (or read them from a live SGLang server)."
+    from dataclasses import fields
     a = _parser().parse_args(argv)
+    for f in fields(EvalConfig):   # flags not given: the config's defaults (a missing --drafter stays None, it is required)
+        if getattr(a, f.name) is None and f.name != 'drafter': setattr(a, f.name, f.default)
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
     if a.sglang_url:
         from eagle_nb.target import load_target
@@ -551,9 +542,7 @@ def eval_main(argv: list[str]) -> int:
                  f"  {doc['speed']['completion_tokens_per_s']:.1f} tokens/s at concurrency {a.concurrency}"]
     else:
         if a.drafter is None: raise EagleNbError(f"--drafter is required: a checkpoint directory or one of {', '.join(REFERENCE_DRAFTERS)}")
-        cfg = EvalConfig(target=a.target, drafter=a.drafter, prompts=a.prompts, dataset=a.dataset, limit=a.limit,
-                         max_new_tokens=a.max_new_tokens, num_steps=a.num_steps, topk=a.topk, num_draft_tokens=a.num_draft_tokens,
-                         temperature=a.temperature, seed=a.seed, device=a.device)
+        cfg = EvalConfig(**{f.name: getattr(a, f.name) for f in fields(EvalConfig)})
         res = run_eval(cfg)
         doc = eval_document(res)
         s = res.summary()

@@ -191,6 +191,7 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     from .data import TokenizedDataset
     from .extract import ExtractConfig, preflight, _free_disk
     from .target import load_target
+    from .core import setting_names
     root = project_dir()
     if root is None: raise EagleNbError("estimate: run it from an eagle_nb checkout")
     cfg = load_profile(profile, root)
@@ -206,9 +207,9 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     m = run_stage(st, i, run_dir, ctx, root/'nbs', log=log)        # real: the full run resumes from it
     rows.append(dict(stage=st['name'], tokens=None, rate=None, seconds=m['seconds'], basis='ran it (resumable: the run reuses it)'))
     ep = _fill(by_nb['01_extract.ipynb'][1]['parameters'], ctx)
-    data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out_dir'), load_target(ep.get('target', 'smollm2-135m'))
-    xc = ExtractConfig(layers=ep.get('layers', 'auto'), aux_dtype=ep.get('aux_dtype', 'bf16'), signal=ep.get('signal', 'final'),
-                       topk=int(ep.get('topk', 20)), limit=int(ep.get('limit', 0)), free_bytes=1 << 62, progress=False)
+    data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out'), load_target(ep.get('target', 'smollm2-135m'))
+    # the stage's parameters named like ExtractConfig fields are its settings (the notebook builds its config the same way)
+    xc = ExtractConfig(**{k: v for k, v in ep.items() if k in setting_names(ExtractConfig)}, free_bytes=1 << 62, progress=False)
     pf = preflight(data, tgt, Path(ep['out']), xc, verbose=False)   # free_bytes above: measure even when it will not fit
     free, _ = _free_disk(Path(ep['out']))
     rows.append(dict(stage=by_nb['01_extract.ipynb'][1]['name'], tokens=pf.attrs['tokens'], rate=pf.attrs['tokens_per_s'], seconds=pf.attrs['eta_s'],
