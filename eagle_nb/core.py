@@ -154,7 +154,7 @@ def fetch_wheel(name: str, version: str, dest: Path|None = None) -> Path:
 # %% ../nbs/00_core.ipynb #d282fcab
 import ast, dataclasses, inspect, re
 
-_HELP_RE = re.compile(r'^\s*(\w+)\s*:\s*[^=#\n]+(?:=[^#\n]*)?#\s*(.*)$', re.M)
+_HELP_RE = re.compile(r'(?:^[ \t]*|^def \w+\()(\w+)\s*:\s*[^=#\n]+(?:=[^#\n]*)?#\s*(.*)$', re.M)   # `name: type [= default]  # help`
 
 def _source(obj) -> str:
     "Source of a class or function; for one defined in a notebook, its copy in the exported eagle_nb modules."

@@ -23,7 +23,8 @@ RUNNABLE = ['00_data.ipynb', '01_extract.ipynb', '02_diagnostics.ipynb', '03_tra
 NOTEBOOK_SETTINGS = {
     '00_data.ipynb': (('eagle_nb.data', 'PrepareConfig'), ['metrics_out']),
     '01_extract.ipynb': (('eagle_nb.extract', 'ExtractConfig'), ['target', 'data', 'out', 'metrics_out']),
-    '02_diagnostics.ipynb': (None, ['demo_target', 'n_samples', 'min_tokens', 'max_tokens', 'seed', 'smollm2_samples']),
+    '02_diagnostics.ipynb': (('eagle_nb.diagnostics', 'diagnose_store'), ['demo_target', 'n_samples', 'min_tokens', 'max_tokens', 'seed',
+                                                                     'smollm2_samples', 'metrics_out']),
     '03_train.ipynb': (('eagle_nb.train', 'TrainConfig'), ['plot_every', 'metrics_out']),
     '04_eval.ipynb': (('eagle_nb.eval', 'EvalConfig'), ['out', 'metrics_out']),
 }
