@@ -20,8 +20,8 @@ __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SP
            'acceptance_metrics', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt', 'first_user_turn',
            'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts', 'random_init_drafter',
            'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'EvalResult', 'evaluate',
-           'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'sglang_server_info',
-           'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
+           'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed',
+           'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
 
 # %% ../nbs/04_eval.ipynb #abdf7430
 def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepted draft tokens (bonus excluded)
@@ -395,6 +395,7 @@ def eval_document(result: EvalResult) -> dict:
                 spec=asdict(result.spec),
                 metrics=dict(all=result.metrics(), by_set={s: result.metrics(s) for s in sets}),
                 speed=dict(all=clean(result.speed()), by_set={s: clean(result.speed(s)) for s in sets}),
+                break_even=dict(all=clean(break_even(result)), by_set={s: clean(break_even(result, s)) for s in sets}),
                 conventions=CONVENTIONS, prompts=[clean(r) for r in result.rows])
 
 def checkpoint_dataset(ckpt: str|Path) -> str|None:
@@ -416,6 +417,34 @@ def run_eval(config: EvalConfig) -> EvalResult:
     info = dict(target=target.describe(), drafter=desc, config=asdict(config), dataset=dataset, device=str(dev),
                 threads=torch.get_num_threads(), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
     return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info)
+
+# %% ../nbs/04_eval.ipynb #ff1f78b3
+def break_even(result: EvalResult, prompt_set: str|None = None) -> dict:
+    "Cost of a draft step, a verify forward and the rest of a round in plain steps, the τ that breaks even, and where this drafter stands."
+    rows = [r for r in result.rows if prompt_set in (None, r['set'])]
+    rounds = sum(r['verify'] for r in rows)
+    plain_tokens = sum(r['plain_tokens'] for r in rows)
+    if not rounds or not plain_tokens or any(r.get('draft_s') is None or r.get('verify_s') is None for r in rows):
+        return dict(tau_break_even=None, note='no timed rounds')
+    S = result.spec.num_steps
+    plain = sum(r['plain_s'] for r in rows) / plain_tokens                          # s per plain token (its prefill amortized)
+    draft, verify = sum(r['draft_s'] for r in rows) / rounds, sum(r['verify_s'] for r in rows) / rounds   # s per round
+    rest = max(0.0, sum(r['spec_s'] for r in rows) / rounds - draft - verify)       # prefill + bookkeeping, per round
+    tau, speedup = result.metrics(prompt_set)['accept_length'], result.speed(prompt_set)['speedup']
+    be = (draft + verify + rest) / plain
+    return dict(plain_ms_per_token=1e3 * plain, draft_ms_per_round=1e3 * draft, verify_ms_per_round=1e3 * verify, rest_ms_per_round=1e3 * rest,
+                draft_step_cost=draft / S / plain, verify_cost=verify / plain, rest_cost=rest / plain,   # in plain decoding steps
+                tau=tau, tau_break_even=be, tau_break_even_draft_verify=(draft + verify) / plain,       # the latter: bench_specdec's model
+                tau_for_2x=2 * be, predicted_speedup=tau / be, speedup=speedup, below=tau < be)
+
+def explain_speed(b: dict) -> str:
+    "One sentence: τ against break-even, and what it means for the speed-up."
+    if b.get('tau_break_even') is None: return 'no timed speculative rounds: break-even unknown'
+    head = (f"tau {b['tau']:.2f} vs break-even {b['tau_break_even']:.2f} (a round costs, in plain steps: drafts {b['draft_step_cost']:.2f} each, "
+            f"verify {b['verify_cost']:.2f}, prefill and bookkeeping {b['rest_cost']:.2f})")
+    sp = f"measured {b['speedup']:.2f}x" if b.get('speedup') else 'speed-up not measured'
+    if b['below']: return f"{head}: BELOW break-even, so speculative decoding is slower here ({sp}); this drafter needs tau >= {b['tau_break_even']:.2f} to pay off"
+    return f"{head}: above break-even, predicted {b['predicted_speedup']:.2f}x, {sp}; 2x needs tau >= {b['tau_for_2x']:.2f}"
 
 # %% ../nbs/04_eval.ipynb #ef5a70e4
 SPEC_CORRECT = ('spec_num_correct_drafts', 'spec_accepted_drafts', 'spec_accept_token_num')   # newest first
@@ -546,7 +575,7 @@ def eval_main(argv: list[str]) -> int:
         res = run_eval(cfg)
         doc = eval_document(res)
         s = res.summary()
-        lines = [s.to_string(float_format=lambda x: f'{x:.3f}')]
+        lines = [s.to_string(float_format=lambda x: f'{x:.3f}'), explain_speed(doc['break_even']['all'])]
         if doc['speed']['all']['lossless'] is False:
             bad = [r['id'] for r in res.rows if not r['lossless']]
             ties = sum(bool(r['difference_at_tie']) for r in res.rows if not r['lossless'])
