@@ -199,7 +199,7 @@ class RunPlan:
     def stored_ids(self) -> set[str]:
         "Ids already in this worker's store (empty when it does not exist yet)."
         f = self.part/'manifest.json'
-        return {s['id'] for s in read_json(f)['samples']} if f.exists() else set()
+        return set(HiddenStateStore.open(self.part).sample_ids) if f.exists() else set()   # v1 or v2 (shard log) alike
 
 def _draft_vocab(draft_vocab, ds) -> tuple[torch.Tensor, dict]:
     "(draft -> target ids, manifest record) from a DraftVocab, a d2t tensor, or the dataset's own draft vocab."
