@@ -11,9 +11,9 @@ from typing import Any, Iterable
 import torch
 
 # %% auto #0
-__all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'atomic_path', 'atomic_write', 'atomic_write_json',
-           'read_json', 'sha256_file', 'sha256_bytes', 'pick_device', 'cpu_has_fast_bf16', 'fast_dtype', 'autocast',
-           'seed_everything', 'progress', 'fetch_wheel']
+__all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'current_umask', 'atomic_path', 'atomic_write',
+           'atomic_write_json', 'read_json', 'sha256_file', 'sha256_bytes', 'pick_device', 'cpu_has_fast_bf16',
+           'fast_dtype', 'autocast', 'seed_everything', 'progress', 'fetch_wheel']
 
 # %% ../nbs/00_core.ipynb #f3ad9d43
 class EagleNbError(Exception):
@@ -50,6 +50,15 @@ def fsync_dir(path: Path|str):
         finally: os.close(fd)
     except OSError: pass  # some filesystems refuse fsync on directories; the rename is still atomic
 
+def current_umask() -> int:
+    "The process umask (read from /proc on Linux, where asking cannot race other threads)."
+    try:
+        for line in Path('/proc/self/status').read_text().splitlines():
+            if line.startswith('Umask:'): return int(line.split()[1], 8)
+    except OSError: pass
+    mask = os.umask(0o022); os.umask(mask)
+    return mask
+
 @contextlib.contextmanager
 def atomic_path(path: Path|str):
     "Yield a temporary path next to `path`; on success fsync it and rename it to `path`."
@@ -58,7 +67,9 @@ def atomic_path(path: Path|str):
     os.close(fd); tmp = Path(tmp)
     try:
         yield tmp
-        with open(tmp, 'rb+') as f: os.fsync(f.fileno())
+        with open(tmp, 'rb+') as f:
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())   # mkstemp (and writers that rename their own temp file) make 0600
+            os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
     finally:
