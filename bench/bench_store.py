@@ -4,7 +4,7 @@
 
 Tiny synthetic samples (H=8, 3 aux layers, 1..7 tokens, a pool of 64 random tensors reused under distinct ids) so
 that the store's own bookkeeping, not tensor bytes, is what is measured. Each shard holds `--per-shard` samples.
-For each size N it prints, per sample: the time spent in `flush()` (shard + log + manifest writes), `open()` and
+For each size N it prints, per sample: the CPU time spent in `flush()` (shard + log + manifest writes), `open()` and
 `verify_store()` (full: every sample re-hashed), and the manifest bytes written over the whole run. Flat columns
 mean O(1) per sample; v1's flush column grows with N (O(N^2) in total).
 
@@ -53,22 +53,23 @@ def run(mod, N, per_shard, where):
     per_sample = sum(mod.bytes_per_token(8) * len(x['input_ids']) for x in P) / len(P)
     d = Path(where)/f'{mod.__name__.rsplit(".", 1)[-1]}-{N}'
     s = mod.HiddenStateStore.create(d, target=TGT, layer_ids=[1, 3, 4], engine=dict(name='bench'), shard_bytes=int(per_sample * per_shard))
-    flush_s, man_bytes, inner = 0.0, 0, s.flush
+    flush_s, flush_wall, man_bytes, inner = 0.0, 0.0, 0, s.flush
     def timed_flush():
-        nonlocal flush_s, man_bytes
-        t = time.perf_counter(); inner(); flush_s += time.perf_counter() - t
+        nonlocal flush_s, flush_wall, man_bytes
+        t, w = time.process_time(), time.perf_counter(); inner()
+        flush_s += time.process_time() - t; flush_wall += time.perf_counter() - w
         man_bytes += (d/'manifest.json').stat().st_size
     s.flush = timed_flush                      # add() calls self.flush() when a shard is full
     t = time.perf_counter()
     for i in range(N): s.add(f'x{i}', **P[i % len(P)])
     s.close(complete=True)
     total = time.perf_counter() - t
-    t = time.perf_counter(); r = mod.HiddenStateStore.open(d); n = len(r); open_s = time.perf_counter() - t
+    t = time.process_time(); r = mod.HiddenStateStore.open(d); n = len(r); open_s = time.process_time() - t
     assert n == N
-    t = time.perf_counter(); rep = mod.verify_store(d); verify_s = time.perf_counter() - t
+    t = time.process_time(); rep = mod.verify_store(d); verify_s = time.process_time() - t
     assert rep.ok, str(rep)
     shards = len(r.manifest['shards']); r.close(); shutil.rmtree(d)
-    return dict(total=total, flush=flush_s, open=open_s, verify=verify_s, manifest_bytes=man_bytes, shards=shards)
+    return dict(total=total, flush=flush_s, flush_wall=flush_wall, open=open_s, verify=verify_s, manifest_bytes=man_bytes, shards=shards)
 
 
 def main():
@@ -82,13 +83,14 @@ def main():
     v1 = load_v1()
     if v1 is None: print(f'format v1 unavailable (no git or no commit {V1_COMMIT}); v2 only')
     where = Path(a.dir or tempfile.mkdtemp(prefix='bench_store-'))
-    print(f'{"N":>8} {"format":>6} {"shards":>6} {"flush us/s":>10} {"open us/s":>9} {"verify us/s":>11} {"write s":>8} {"manifest MB":>11}')
+    print('per sample: CPU microseconds of this process in flush / open / verify (ratios hold on a shared machine); flush wall adds the fsync waits')
+    print(f'{"N":>8} {"format":>6} {"shards":>6} {"flush us":>8} {"(wall)":>7} {"open us":>7} {"verify us":>9} {"write s":>8} {"manifest MB":>11}')
     for N in [int(x) for x in a.sizes.split(',')]:
         for name, mod in (('v1', v1), ('v2', v2)):
             if mod is None: continue
             if name == 'v1' and N > a.v1_max: print(f'{N:>8} {name:>6}  skipped (--v1-max {a.v1_max})'); continue
             r = run(mod, N, a.per_shard, where)
-            print(f'{N:>8} {name:>6} {r["shards"]:>6} {1e6*r["flush"]/N:>10.1f} {1e6*r["open"]/N:>9.2f} {1e6*r["verify"]/N:>11.1f} '
+            print(f'{N:>8} {name:>6} {r["shards"]:>6} {1e6*r["flush"]/N:>8.1f} {1e6*r["flush_wall"]/N:>7.1f} {1e6*r["open"]/N:>7.2f} {1e6*r["verify"]/N:>9.1f} '
                   f'{r["total"]:>8.1f} {r["manifest_bytes"]/2**20:>11.2f}', flush=True)
     if not a.dir: shutil.rmtree(where, ignore_errors=True)
 

@@ -199,6 +199,7 @@ class HiddenStateStore:
             _release_lock(lock); raise
         s = cls(path, manifest, writable=True)
         s._lock, s._shard_bytes = lock, int(shard_bytes)
+        s._next_shard = _next_shard_number(path, manifest)   # counted from here on: a flush never scans the shard list
         return s
 
     @classmethod
@@ -270,7 +271,7 @@ class HiddenStateStore:
         "Write buffered samples as one shard, append its record to the shard log, then commit the small manifest."
         if not self._buf: return
         m = self.manifest
-        n_shard = _next_shard_number(self.path, m)
+        n_shard = self._next_shard
         name = f'shard-{n_shard:05d}.safetensors'
         keys = list(self._buf[0]['tensors'])
         tensors = {k: torch.cat([b['tensors'][k] for b in self._buf]) for k in keys}
@@ -295,7 +296,7 @@ class HiddenStateStore:
             (self.path/name).unlink(missing_ok=True)
             raise EagleNbError(f"{self.path}: appending {name}'s record to {m['shard_log']} failed: {e.strerror or e}; "
                                f"the store is still valid: free space and run again to resume") from e
-        m['shards'].append(_shard_summary(record))
+        m['shards'].append(_shard_summary(record)); self._next_shard += 1
         m['samples'].extend(entries)
         m['num_tokens'] += off
         m['updated'] = time.strftime('%Y-%m-%dT%H:%M:%S')
