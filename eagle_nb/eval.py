@@ -540,7 +540,7 @@ def eval_main(argv: list[str]) -> int:
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
     if a.sglang_url:
         from eagle_nb.target import load_target
-        tok = load_target(a.target, device='cpu').tokenizer   # only for the chat template and tokenization
+        tok = load_target(a.target, device='cpu', need=('config', 'tokenizer', 'template')).tokenizer   # the server holds the weights
         prompts = load_eval_prompts(a.prompts, tok, a.limit or None, a.dataset or None)
         doc = sglang_spec_benchmark(a.sglang_url, prompts, a.max_new_tokens, a.temperature, a.concurrency)
         m = doc['metrics']['all']

@@ -207,7 +207,14 @@ class HiddenStateStore:
         "Open a store read-only; shards are memory-mapped on first use."
         path = Path(path)
         if not (path/'manifest.json').exists(): raise EagleNbError(f"{path}: not a hidden-state store (no manifest.json); run `eagle-nb extract` or `eagle-nb import` first")
-        return cls(path, _load_manifest(path), writable=False)
+        m = _load_manifest(path)
+        for sh in m['shards']:     # one stat per shard: a truncated or missing shard is named here, not deep in a reader
+            f = path/sh['file']
+            size = f.stat().st_size if f.is_file() else None
+            if size != sh['bytes']:
+                what = 'missing' if size is None else f"{size} bytes, the store recorded {sh['bytes']} (truncated or damaged shard)"
+                raise EagleNbError(f"{f}: {what}; run `eagle-nb verify {path}`, then extract or import that store again")
+        return cls(path, m, writable=False)
 
     # ---------- facts ----------
     @property
@@ -332,7 +339,10 @@ class HiddenStateStore:
     # ---------- reading ----------
     def _reader(self, shard: int) -> ShardReader:
         if shard not in self._readers:
-            self._readers[shard] = ShardReader(self.path/self.manifest['shards'][shard]['file'])
+            f = self.path/self.manifest['shards'][shard]['file']
+            try: self._readers[shard] = ShardReader(f)
+            except (OSError, ValueError) as e:
+                raise EagleNbError(f"{f}: unreadable shard ({e}); run `eagle-nb verify {self.path}`") from None
         return self._readers[shard]
 
     def entry(self, sample_id: str) -> dict:
