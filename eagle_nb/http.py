@@ -4,14 +4,15 @@
 
 # %% ../nbs/00d_http.ipynb #bca74f26
 from __future__ import annotations
-import http.client, json, random, socket, time, urllib.parse
+import http.client, json, random, socket, threading, time, urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .core import EagleNbError
 
 # %% auto #0
-__all__ = ['FAULT_KINDS', 'HttpFault', 'classify_fault', 'status_fault', 'http_request', 'http_json', 'Retry', 'call_json']
+__all__ = ['FAULT_KINDS', 'HttpFault', 'classify_fault', 'status_fault', 'http_request', 'http_json', 'Retry', 'call_json',
+           'KeepAlive']
 
 # %% ../nbs/00d_http.ipynb #5a484169
 FAULT_KINDS = {  # kind -> what it means; every kind but http_4xx is worth a retry
@@ -118,3 +119,42 @@ def call_json(urls: Sequence[str]|str, method: str = 'GET', path: str = '', body
             if on_fault is not None: on_fault(f)
             if not f.will_retry: raise
         sleep(retry.delay(attempt + 1))
+
+# %% ../nbs/00d_http.ipynb #bb3ec087
+class KeepAlive:
+    "Keep-alive HTTP/1.1 connections: one per (thread, server); a failed connection is dropped."
+    def __init__(self, max_idle: float = 4.0):   # seconds; below uvicorn's 5 s keep-alive timeout
+        self._local, self.max_idle = threading.local(), max_idle
+
+    def _conn(self, url: str, timeout: float) -> http.client.HTTPConnection:
+        conns = self._local.__dict__.setdefault('conns', {})
+        used = self._local.__dict__.setdefault('used', {})
+        c = conns.get(url)
+        if c is not None and time.monotonic() - used.get(url, 0) > self.max_idle:
+            c.close(); c = None
+        used[url] = time.monotonic()
+        if c is None:
+            u = urllib.parse.urlsplit(url)
+            c = conns[url] = (http.client.HTTPSConnection if u.scheme == 'https' else http.client.HTTPConnection)(u.hostname, u.port, timeout=timeout)
+        c.timeout = timeout
+        if c.sock is not None: c.sock.settimeout(timeout)
+        return c
+
+    def drop(self, url: str):
+        "Close this thread's connection to `url`, if any."
+        c = self._local.__dict__.get('conns', {}).pop(url, None)
+        if c is not None: c.close()
+
+    def __call__(self, url: str, method: str, path: str, body: bytes|None, timeout: float) -> tuple[int, bytes]:
+        "(status, body) of one request over this thread's connection to `url`; exceptions propagate (and drop it)."
+        c = self._conn(url, timeout)
+        base = urllib.parse.urlsplit(url).path.rstrip('/')
+        try:
+            c.request(method, base + path, body=body, headers={'Content-Type': 'application/json'} if body is not None else {})
+            r = c.getresponse()
+            data = r.read()
+            self._local.used[url] = time.monotonic()
+            if r.will_close: self.drop(url)
+            return r.status, data
+        except BaseException:
+            self.drop(url); raise
