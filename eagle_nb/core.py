@@ -11,10 +11,10 @@ from typing import Any, Iterable
 import torch
 
 # %% auto #0
-__all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'atomic_path', 'atomic_write', 'atomic_write_json',
-           'read_json', 'sha256_file', 'sha256_bytes', 'pick_device', 'cpu_has_fast_bf16', 'fast_dtype', 'autocast',
-           'seed_everything', 'progress', 'fetch_wheel', 'setting_names', 'field_help', 'add_config_flags',
-           'notebook_parameter_names', 'config_from_notebook']
+__all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'current_umask', 'atomic_path', 'atomic_write',
+           'atomic_write_json', 'read_json', 'sha256_file', 'sha256_bytes', 'check_safetensors', 'pick_device',
+           'cpu_has_fast_bf16', 'fast_dtype', 'autocast', 'seed_everything', 'progress', 'fetch_wheel', 'setting_names',
+           'field_help', 'add_config_flags', 'notebook_parameter_names', 'config_from_notebook']
 
 # %% ../nbs/00_core.ipynb #f3ad9d43
 class EagleNbError(Exception):
@@ -51,6 +51,15 @@ def fsync_dir(path: Path|str):
         finally: os.close(fd)
     except OSError: pass  # some filesystems refuse fsync on directories; the rename is still atomic
 
+def current_umask() -> int:
+    "The process umask (read from /proc on Linux, where asking cannot race other threads)."
+    try:
+        for line in Path('/proc/self/status').read_text().splitlines():
+            if line.startswith('Umask:'): return int(line.split()[1], 8)
+    except OSError: pass
+    mask = os.umask(0o022); os.umask(mask)
+    return mask
+
 @contextlib.contextmanager
 def atomic_path(path: Path|str):
     "Yield a temporary path next to `path`; on success fsync it and rename it to `path`."
@@ -59,7 +68,9 @@ def atomic_path(path: Path|str):
     os.close(fd); tmp = Path(tmp)
     try:
         yield tmp
-        with open(tmp, 'rb+') as f: os.fsync(f.fileno())
+        with open(tmp, 'rb+') as f:
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())   # mkstemp (and writers that rename their own temp file) make 0600
+            os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
     finally:
@@ -90,6 +101,25 @@ def sha256_file(path: Path|str, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 def sha256_bytes(data: bytes) -> str: return hashlib.sha256(data).hexdigest()
+
+# %% ../nbs/00_core.ipynb #c156ecc7
+def check_safetensors(path: Path|str,
+                      what: str = 'weights file') -> dict:  # how the error names the file ('drafter weights', 'shard')
+    "The header (tensor name -> dtype/shape/offsets) of a safetensors file; EagleNbError when it is truncated or not one."
+    path = Path(path)
+    try:
+        with open(path, 'rb') as f:
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read(8)
+            n = int.from_bytes(raw, 'little') if len(raw) == 8 else -1
+            if n < 2 or 8 + n > size: raise ValueError(f'{size} bytes, too short for its safetensors header')
+            header = json.loads(f.read(n))
+    except FileNotFoundError: raise EagleNbError(f"{path}: {what} not found") from None
+    except (ValueError, UnicodeDecodeError) as e: raise EagleNbError(f"{path}: not a readable safetensors {what} ({e})") from None
+    end = 8 + n + max((h['data_offsets'][1] for k, h in header.items() if k != '__metadata__'), default=0)
+    if size != end:
+        raise EagleNbError(f"{path}: {size} bytes, its safetensors header describes {end} (truncated or damaged {what}); copy or write it again")
+    return header
 
 # %% ../nbs/00_core.ipynb #df30094d
 def pick_device(device: str|torch.device|None = None) -> torch.device:

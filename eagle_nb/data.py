@@ -693,7 +693,7 @@ def prepare_dataset(source: str|Path,  # 'sharegpt' or a .json/.jsonl path
     if not isinstance(max_len, int) or max_len < 8: raise EagleNbError(f"max_len={max_len}: use a whole number of tokens >= 8 (e.g. 2048)")
     if isinstance(target, (str, Path)):
         from eagle_nb.target import load_target
-        target = load_target(target)
+        target = load_target(target, need=('config', 'tokenizer', 'template'))   # tokenizing needs no weights
     tok, V = target.tokenizer, target.vocab_size
     dvs = min(32000, V) if draft_vocab_size is None else draft_vocab_size
     if not 1 <= dvs <= V: raise EagleNbError(f"draft vocabulary size {dvs}: must be between 1 and the target vocabulary size {V}")

@@ -506,11 +506,17 @@ def save_drafter(drafter: Eagle3Drafter, path: Path|str,
     return path
 
 def _load_weights(path: Path) -> dict[str, Tensor]:
+    "Every tensor of a checkpoint directory's safetensors files, each file checked whole first (header vs size)."
     from safetensors.torch import load_file
+    from eagle_nb.core import check_safetensors
     files = sorted(path.glob('*.safetensors'))
     if not files: raise EagleNbError(f"{path}: no *.safetensors weights; is this a drafter checkpoint directory?")
     sd = {}
-    for f in files: sd.update(load_file(str(f)))
+    for f in files:
+        check_safetensors(f, 'drafter weights file')
+        try: sd.update(load_file(str(f)))
+        except Exception as e:   # safetensors raises its own SafetensorError: a damaged file is bad input, named in one line
+            raise EagleNbError(f"{f}: unreadable drafter weights ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__}); write or copy the checkpoint again") from None
     return sd
 
 def load_drafter(path: Path|str,

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_eval.ipynb #a9b8bba6
 from __future__ import annotations
-import argparse, gzip, json, math, os, sys, threading, time, urllib.error, urllib.request
+import argparse, gzip, json, math, os, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 from .core import EagleNbError, fetch_wheel, pick_device, fast_dtype, progress, runs_dir, read_json, atomic_write_json
+from .http import HttpFault, Retry, call_json
 from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Proposer, NGramDrafter, RandomDrafter,
                               ReplayDrafter, generate_plain, speculative_generate)
 
@@ -454,23 +455,21 @@ SPEC_HISTOGRAM = ('spec_correct_drafts_histogram', 'spec_accept_histogram')
 def _first(meta: dict, names: Sequence[str]):
     return next((meta[n] for n in names if meta.get(n) is not None), None)
 
-def _http_json(url: str, body: dict|None = None, timeout: float = 600.0):
-    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
-                                 headers={'Content-Type': 'application/json'}, method='GET' if body is None else 'POST')
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raise EagleNbError(f"{url}: HTTP {e.code}: {e.read()[:300].decode(errors='replace')}") from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
-        raise EagleNbError(f"{url}: cannot reach the server ({getattr(e, 'reason', e)}); is `python -m sglang.launch_server` running there?") from None
-    except json.JSONDecodeError: raise EagleNbError(f"{url}: the answer is not JSON") from None
+def _server_error(url: str, f: HttpFault) -> EagleNbError:
+    "An HttpFault as the one-line error the benchmark's user acts on."
+    if f.kind in ('connection', 'timeout'):
+        return EagleNbError(f"{url}: cannot reach the server ({f.label} after {f.attempts} attempts); is `python -m sglang.launch_server` running there?")
+    if f.kind == 'torn': return EagleNbError(f"{url}: the answer is not JSON ({f.message}) after {f.attempts} attempts")
+    return EagleNbError(f"{url}: {f.label}: {f.message}")
 
-def sglang_server_info(url: str, timeout: float = 30.0) -> dict:
+def sglang_server_info(url: str, timeout: float = 30.0, retry: Retry|None = None) -> dict:
     "Server args and internal state (`/get_server_info`, or `/server_info` on newer builds)."
-    try: return _http_json(url.rstrip('/') + '/get_server_info', timeout=timeout)
-    except EagleNbError as e:
-        if 'HTTP 404' not in str(e): raise
-        return _http_json(url.rstrip('/') + '/server_info', timeout=timeout)
+    url = url.rstrip('/')
+    for path in ('/get_server_info', '/server_info'):
+        try: return call_json(url, 'GET', path, timeout=timeout, retry=retry or Retry(attempts=2, backoff=0.5))[1]
+        except HttpFault as f:
+            if f.status == 404 and path == '/get_server_info': continue
+            raise _server_error(url + path, f) from None
 
 def sglang_metrics(metas: list[dict], num_steps: int|None = None) -> dict:
     "Our metrics from SGLang per-request `meta_info`s (SGLang's own accept length alongside)."
@@ -504,21 +503,23 @@ def sglang_metrics(metas: list[dict], num_steps: int|None = None) -> dict:
 def sglang_spec_benchmark(urls: Sequence[str]|str, prompts: list[EvalPrompt],
                           max_new_tokens: int = 256, temperature: float = 0.0,
                           concurrency: int = 1,          # requests in flight (per run, over all servers)
-                          timeout: float = 600.0) -> dict:
+                          timeout: float = 600.0,
+                          retry: Retry|None = None) -> dict:   # per request; a retry goes to the next server
     "Send every prompt to SGLang server(s) running EAGLE-3 and report accept length / α_k the same way as `evaluate`."
     urls = [urls] if isinstance(urls, str) else list(urls)
     infos = {u: sglang_server_info(u) for u in urls}
+    bases = [u.rstrip('/') for u in urls]
     for u, info in infos.items():
         algo = info.get('speculative_algorithm')
         if not algo: raise EagleNbError(f"{u}: speculative decoding is off (speculative_algorithm is {algo!r}); start the server with "
                                         "--speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT")
     def one(i_p):
         i, p = i_p
-        u = urls[i % len(urls)]
         body = dict(input_ids=list(p.input_ids), sampling_params=dict(max_new_tokens=max_new_tokens, temperature=temperature),
                     stream=False)
         t0 = time.perf_counter()
-        r = _http_json(u.rstrip('/') + '/generate', body, timeout)
+        try: u, r = call_json(bases, 'POST', '/generate', body, timeout, retry or Retry(attempts=3), start=i)   # urls[i % n] first
+        except HttpFault as f: raise _server_error(f.url, f) from None
         if isinstance(r, list): r = r[0]
         if not isinstance(r, dict) or not isinstance(r.get('meta_info'), dict):
             raise EagleNbError(f"{u}/generate: unexpected answer (no meta_info) for prompt {p.id}")
@@ -560,7 +561,7 @@ def eval_main(argv: list[str]) -> int:
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
     if a.sglang_url:
         from eagle_nb.target import load_target
-        tok = load_target(a.target, device='cpu').tokenizer   # only for the chat template and tokenization
+        tok = load_target(a.target, device='cpu', need=('config', 'tokenizer', 'template')).tokenizer   # the server holds the weights
         prompts = load_eval_prompts(a.prompts, tok, a.limit or None, a.dataset or None)
         doc = sglang_spec_benchmark(a.sglang_url, prompts, a.max_new_tokens, a.temperature, a.concurrency)
         m = doc['metrics']['all']

@@ -330,7 +330,7 @@ class WritePlan:
     def stored_ids(self) -> set[str]:
         "Ids already in this worker's store (empty when it does not exist yet)."
         f = self.part/'manifest.json'
-        return {s['id'] for s in read_json(f)['samples']} if f.exists() else set()
+        return set(HiddenStateStore.open(self.part).sample_ids) if f.exists() else set()   # v1 or v2 (shard log) alike
 
     def request(self, i: int, group: int = 0) -> SampleRequest:
         "The request for dataset index `i` (its token count checked against the index)."

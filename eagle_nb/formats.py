@@ -449,9 +449,10 @@ def import_main(argv: list[str]) -> int:
     if a.fmt == 'vllm':
         if not layers: raise EagleNbError("--from vllm needs --layers: the eagle_aux_hidden_state_layer_ids the vLLM run captured (files do not record them)")
         target = a.target
-        if a.final_norm == 'apply':
+        if a.final_norm == 'apply':   # the final norm's weights, nothing else: no tokenizer, no chat template
             from eagle_nb.target import load_target
-            target = load_target(a.target)
+            try: target = load_target(a.target, need=('config', 'weights'))
+            except EagleNbError as e: raise EagleNbError(f"{e}; --final-norm apply reads the target's final norm, or pass --final-norm pre") from None
         rep = import_vllm(a.src, a.out, target, layers, dataset=a.dataset, final_norm=a.final_norm, aux_dtype=a.aux_dtype,
                           on_error=a.on_error, show_progress=show)
     elif a.fmt == 'specforge':

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha256_file, progress
+from .http import HttpFault, Retry, call_json
 
 # %% auto #0
 __all__ = ['MODES', 'FORMAT', 'answer_points', 'repeated_ngram_fraction', 'degenerate_reason', 'RegenerateConfig', 'turn_seed',
@@ -219,9 +220,6 @@ class HFBackend:
         return res
 
 # %% ../nbs/00b_regenerate.ipynb #dac50d46
-class _Retryable(Exception): pass
-class _Rejected(Exception): pass
-
 def _base_url(url: str) -> str:
     "Normalize 'host:port', 'http://host:port/' or '.../v1' to 'http://host:port' (+ any path prefix)."
     url = url.strip().rstrip('/')
@@ -260,40 +258,22 @@ class OpenAIBackend:
     def target_facts(self) -> dict:
         return dict(target=self.target.get('target') or self.model_id(), target_config_hash=self.target.get('target_config_hash'))
 
-    def _once(self, url: str, method: str, path: str, body: dict|None) -> dict:
-        "One HTTP request; raises _Retryable for what a retry may fix, _Rejected for the rest."
-        u = urllib.parse.urlsplit(url)
-        conn = (http.client.HTTPSConnection if u.scheme == 'https' else http.client.HTTPConnection)(u.hostname, u.port, timeout=self.timeout)
-        try:
-            data = None if body is None else json.dumps(body).encode()
-            conn.request(method, u.path + path, body=data, headers={'Content-Type': 'application/json', 'Accept': 'application/json'})
-            r = conn.getresponse()
-            raw = r.read()  # http.client.IncompleteRead when the body is shorter than Content-Length
-        finally: conn.close()
-        if r.status >= 500 or r.status == 429: raise _Retryable(f'HTTP {r.status}: {raw[:200].decode(errors="replace")}')
-        if r.status in (400, 413, 422): raise _Rejected(f'HTTP {r.status}: {raw[:300].decode(errors="replace")}')  # this request's fault
-        if r.status >= 400: raise EagleNbError(f"{url}{path}: HTTP {r.status} ({raw[:200].decode(errors='replace')}); check --url and --model")
-        try: return json.loads(raw)
-        except ValueError: raise _Retryable(f'invalid JSON: truncated or broken body ({len(raw)} bytes)') from None
-
     def _call(self, method: str, path: str, body: dict|None, what: str) -> dict:
-        "Request with retries and exponential backoff, moving to the next server after each failure."
-        start = next(self._next)
-        for attempt in range(self.retries + 1):
-            url = self.urls[(start + attempt) % len(self.urls)]
-            try:
-                with self._lock: self.stats['requests'] += 1
-                return self._once(url, method, path, body)
-            except _Rejected: raise
-            except (_Retryable, OSError, http.client.HTTPException) as e:  # OSError: timeouts, refused, reset
-                err = f'{type(e).__name__}: {e}'
-                kind = str(e).split(':')[0] if isinstance(e, _Retryable) else type(e).__name__  # 'HTTP 503', 'TimeoutError', ...
-                with self._lock: self.stats['errors'][kind] = self.stats['errors'].get(kind, 0) + 1
-                if attempt == self.retries:
-                    raise EagleNbError(f"{url}{path}: {what} failed {self.retries + 1} times (last: {err}); "
-                                       f"check the server(s), then run the same command again to resume") from None
-                with self._lock: self.stats['retries'] += 1
-                time.sleep(min(60.0, self.backoff * 2 ** attempt) * (0.5 + random.random()))
+        "JSON from the servers through the shared transport: retries with backoff, moving to the next server after each fault."
+        def count(f: HttpFault):
+            with self._lock:
+                self.stats['requests'] += 1; self.stats['errors'][f.label] = self.stats['errors'].get(f.label, 0) + 1
+                if f.will_retry: self.stats['retries'] += 1
+        retry = Retry(attempts=self.retries + 1, backoff=self.backoff, max_backoff=60.0)
+        try: _, r = call_json(self.urls, method, path, body, self.timeout, retry, start=next(self._next), on_fault=count)
+        except HttpFault as f:
+            if f.kind != 'http_4xx':
+                raise EagleNbError(f"{f.url}: {what} failed {f.attempts} times (last: {f.label}: {f.message}); "
+                                   f"check the server(s), then run the same command again to resume") from None
+            if f.status in (400, 413, 422): raise   # this request's fault (too long, bad parameters): the caller skips it
+            raise EagleNbError(f"{f.url}: HTTP {f.status} ({f.message[:200]}); check --url and --model") from None
+        with self._lock: self.stats['requests'] += 1
+        return r
 
     def model_id(self) -> str:
         "The served model's name, asked from the first server once."
@@ -308,7 +288,7 @@ class OpenAIBackend:
         body = dict(model=self.model_id(), messages=messages, max_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                     top_p=cfg.top_p, seed=seed, n=1, stream=False)
         try: r = self._call('POST', '/v1/chat/completions', body, what or 'chat completion')
-        except _Rejected as e: return Generation('', 'rejected', error=str(e))
+        except HttpFault as e: return Generation('', 'rejected', error=f'{e.label}: {e.message}')   # 400/413/422 only (_call)
         try:
             c = r['choices'][0]
             text, finish = c['message'].get('content') or '', c.get('finish_reason') or 'stop'

@@ -16,6 +16,7 @@ import torch
 from .core import EagleNbError, progress
 from .target import TargetInfo
 from .extract import SampleRequest, SampleStates, WriteConfig, write_store, engine_args
+from .http import KeepAlive
 
 # %% auto #0
 __all__ = ['FAULT_KINDS', 'RETRYABLE', 'LAUNCH_FLAGS', 'generate_request', 'ResponseError', 'parse_float_tokens',
@@ -197,44 +198,7 @@ def check_server_args(args: dict, max_len: int|None = None, allow_cuda_graph: bo
     return probs
 
 # %% ../nbs/01b_sglang.ipynb #e4c8e7a3
-class _Http:
-    "Keep-alive HTTP/1.1 transport: one connection per (thread, server); a failed connection is dropped."
-    def __init__(self, max_idle: float = 4.0):
-        # SGLang serves through uvicorn, which closes keep-alive connections idle for 5 s (timeout_keep_alive):
-        # reconnect before that instead of sending into a closing socket and counting a 'connection' fault
-        self._local, self.max_idle = threading.local(), max_idle
-
-    def _conn(self, url: str, timeout: float):
-        conns = self._local.__dict__.setdefault('conns', {})
-        used = self._local.__dict__.setdefault('used', {})
-        c = conns.get(url)
-        if c is not None and time.monotonic() - used.get(url, 0) > self.max_idle:
-            c.close(); c = None
-        used[url] = time.monotonic()
-        if c is None:
-            u = urllib.parse.urlsplit(url)
-            cls = http.client.HTTPSConnection if u.scheme == 'https' else http.client.HTTPConnection
-            c = conns[url] = cls(u.hostname, u.port, timeout=timeout)
-        c.timeout = timeout
-        if c.sock is not None: c.sock.settimeout(timeout)
-        return c
-
-    def drop(self, url: str):
-        c = self._local.__dict__.get('conns', {}).pop(url, None)
-        if c is not None: c.close()
-
-    def __call__(self, url: str, method: str, path: str, body: bytes|None, timeout: float) -> tuple[int, bytes]:
-        c = self._conn(url, timeout)
-        base = urllib.parse.urlsplit(url).path.rstrip('/')
-        try:
-            c.request(method, base + path, body=body, headers={'Content-Type': 'application/json'} if body is not None else {})
-            r = c.getresponse()
-            data = r.read()
-            self._local.used[url] = time.monotonic()
-            if r.will_close: self.drop(url)
-            return r.status, data
-        except BaseException:
-            self.drop(url); raise
+_Http = KeepAlive   # the shared keep-alive transport (eagle_nb.http); SGLangClient keeps its own retries, server choice and fault kinds
 
 def classify_exception(e: BaseException) -> str|None:
     "The fault kind of a transport exception, or None if it is not a network fault."

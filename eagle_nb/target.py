@@ -13,8 +13,8 @@ from .core import EagleNbError, home_dir, fetch_wheel, sha256_file, sha256_bytes
 from .conventions import default_aux_layers
 
 # %% auto #0
-__all__ = ['SMOLLM2', 'TARGETS', 'config_hash', 'Target', 'tiny_tokenizer', 'tiny_target', 'provision_smollm2', 'load_target',
-           'TargetInfo']
+__all__ = ['SMOLLM2', 'TARGETS', 'TARGET_PARTS', 'config_hash', 'Target', 'tiny_tokenizer', 'tiny_target', 'provision_smollm2',
+           'load_target', 'TargetInfo']
 
 # %% ../nbs/00a_target.ipynb #c1f2aa20
 def config_hash(config) -> str:
@@ -28,7 +28,7 @@ def config_hash(config) -> str:
 class Target:
     "A causal LM, its tokenizer, and what eagle_nb needs to know about it."
     model: torch.nn.Module   # a transformers *ForCausalLM, in eval mode
-    tokenizer: object         # a transformers fast tokenizer with a chat template
+    tokenizer: object         # a transformers fast tokenizer with a chat template (None when loaded without need 'tokenizer')
     name: str                 # 'smollm2-135m', a path, or 'tiny-llama' etc.
     path: Path|None = None    # directory it was loaded from, if any
 
@@ -175,12 +175,43 @@ def provision_smollm2(force: bool = False, verbose: bool = True) -> Path:
 
 # %% ../nbs/00a_target.ipynb #7bfe526f
 TARGETS = {'smollm2-135m': provision_smollm2}
+TARGET_PARTS = ('config', 'weights', 'tokenizer', 'template')   # what a caller of load_target may need
+_TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'tokenizer.model', 'vocab.json')
+
+def _first_line(e: Exception) -> str: return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+def _load_tokenizer(path: Path, name: str, need_template: bool):
+    from transformers import AutoTokenizer
+    if not any((path/f).exists() for f in _TOKENIZER_FILES):
+        raise EagleNbError(f"target {name!r}: {path} has no tokenizer ({', '.join(_TOKENIZER_FILES)}); copy the model's tokenizer files there")
+    try: tok = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise EagleNbError(f"target {name!r}: the tokenizer in {path} does not load ({_first_line(e)}); copy the model's tokenizer files there") from None
+    if need_template and getattr(tok, 'chat_template', None) is None:
+        raise EagleNbError(f"target {name!r}: its tokenizer has no chat template; add one to {path/'tokenizer_config.json'}")
+    return tok
+
+def _load_model(path: Path, name: str, cfg, dtype: torch.dtype, dev: torch.device, weights: bool):
+    from transformers import AutoModelForCausalLM
+    if not weights:   # the architecture on the meta device: config facts (describe, layers, hash) without memory or files
+        with torch.device('meta'): return AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
+    files = sorted(path.glob('*.safetensors')) or sorted(path.glob('pytorch_model*.bin'))
+    if not files: raise EagleNbError(f"target {name!r}: {path} has a config.json but no weights (*.safetensors, pytorch_model*.bin); point at the full model directory")
+    from eagle_nb.core import check_safetensors
+    for f in files:
+        if f.suffix == '.safetensors': check_safetensors(f, 'target weights file')
+    try: return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev).eval()
+    except (OSError, ValueError, RuntimeError) as e:
+        raise EagleNbError(f"target {name!r}: the weights in {path} do not load ({_first_line(e)})") from None
 
 def load_target(name_or_path: str|Path,  # 'smollm2-135m', 'tiny-llama' (etc.), or an HF causal-LM directory
                 dtype: torch.dtype|None = None,  # default: bf16 where the device runs it natively, else fp32
-                device: str|None = None) -> Target:
-    "Load a target by registered name, tiny-arch name, or directory."
-    name = str(name_or_path)
+                device: str|None = None,
+                need: tuple[str, ...] = TARGET_PARTS,  # parts the caller uses; without 'weights' the model is on the meta device, without 'tokenizer' it is None
+               ) -> Target:
+    "Load a target by registered name, tiny-arch name, or directory, opening and checking only the parts the caller needs."
+    name, need = str(name_or_path), set(need) | {'config'}
+    if need - set(TARGET_PARTS): raise EagleNbError(f"load_target need={sorted(need)}: parts are {', '.join(TARGET_PARTS)}")
     if name.startswith('tiny-'): return tiny_target(name[5:], dtype=dtype or torch.float32, device=device)
     if name in TARGETS: path = TARGETS[name]()
     else:
@@ -188,12 +219,13 @@ def load_target(name_or_path: str|Path,  # 'smollm2-135m', 'tiny-llama' (etc.), 
         if not (path/'config.json').exists():
             raise EagleNbError(f"target {name!r}: not a registered name ({', '.join(TARGETS)}, tiny-<arch>) "
                                f"and not a directory with config.json")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig
+    try: cfg = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as e:
+        raise EagleNbError(f"target {name!r}: {path/'config.json'} is not a transformers model config ({_first_line(e)})") from None
     dev = pick_device(device)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or fast_dtype(dev)).to(dev).eval()
-    if getattr(tok, 'chat_template', None) is None:
-        raise EagleNbError(f"target {name!r}: its tokenizer has no chat template; add one to tokenizer_config.json")
+    tok = _load_tokenizer(path, name, 'template' in need) if need & {'tokenizer', 'template'} else None
+    model = _load_model(path, name, cfg, dtype or fast_dtype(dev), dev, 'weights' in need)
     return Target(model, tok, name if name in TARGETS else str(path), path)
 
 # %% ../nbs/00a_target.ipynb #4f2b16c3

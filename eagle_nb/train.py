@@ -545,7 +545,9 @@ def write_checkpoint(out: Path, step: int, drafter: Eagle3Drafter, trainer_state
 
 def read_checkpoint(path: Path) -> tuple[dict, dict]:
     "(drafter state dict, trainer state) of a checkpoint directory."
+    from eagle_nb.core import check_safetensors
     from safetensors.torch import load_file
+    check_safetensors(Path(path)/'model.safetensors', 'checkpoint weights file')   # a truncated file is named, not a loader traceback
     return load_file(str(Path(path)/'model.safetensors')), torch.load(Path(path)/'trainer.pt', weights_only=False)
 
 # %% ../nbs/03_train.ipynb #79ecf2a7

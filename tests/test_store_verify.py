@@ -3,7 +3,7 @@ import json, shutil
 import pytest, torch
 
 from eagle_nb.cli import main
-from eagle_nb.store import HiddenStateStore, verify_store
+from eagle_nb.store import HiddenStateStore, verify_store, _load_manifest, _new_log_name, _write_log, _header
 
 TGT = dict(name='toy', architecture='LlamaForCausalLM', num_layers=6, hidden_size=8, vocab_size=50, config_hash='c0ffee')
 
@@ -20,7 +20,9 @@ def store(tmp_path):
 
 
 def edit_manifest(d, fn):
-    m = json.loads((d/'manifest.json').read_text()); fn(m); (d/'manifest.json').write_text(json.dumps(m))
+    "Edit the store's manifest as readers see it (header + shard and sample lists) and write it back, log checksums resealed."
+    m = _load_manifest(d); fn(m)
+    m['shard_log'] = _new_log_name(); _write_log(d, m); (d/'manifest.json').write_text(json.dumps(_header(m)))
 
 
 def problems(d): return verify_store(d).problems
@@ -77,3 +79,11 @@ def test_orphan_shard_is_a_note_not_a_problem(store):
 
 def test_not_a_store(tmp_path):
     assert main(['verify', str(tmp_path)]) == 1
+
+
+def test_damaged_shard_log(store):
+    m = json.loads((store/'manifest.json').read_text())
+    log = store/m['shard_log']; b = bytearray(log.read_bytes()); b[80] ^= 0x01; log.write_bytes(bytes(b))   # one flipped bit in a record
+    assert any('checksum does not match' in p for p in problems(store))
+    log.write_bytes(bytes(b)[:m['log_bytes'] // 2])                                                        # cut in half
+    assert any('truncated' in p for p in problems(store))
