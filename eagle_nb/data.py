@@ -19,8 +19,9 @@ __all__ = ['SKIP_HINT', 'ROLE_ALIASES', 'SHAREGPT', 'POLICIES', 'FORMAT', 'FORMA
            'normalize_record', 'check_readable', 'iter_records', 'LoadReport', 'sharegpt_path', 'resolve_source',
            'load_conversations', 'render_segments', 'special_token_ids', 'tokenize_conversation', 'masked_spans',
            'tokenize_conversations', 'split_conversation', 'apply_length_policy', 'truncation_loss', 'dataset_stats',
-           'plot_lengths', 'DraftVocab', 'masked_token_counts', 'build_draft_vocab', 'PrepareReport', 'prepare_dataset',
-           'TokenizedDataset', 'open_dataset', 'dataset_index', 'PrepareConfig', 'prepare_main']
+           'plot_lengths', 'draft_vocab_sha256', 'DraftVocab', 'masked_token_counts', 'build_draft_vocab',
+           'PrepareReport', 'prepare_dataset', 'TokenizedDataset', 'open_dataset', 'dataset_lineage', 'dataset_index',
+           'PrepareConfig', 'prepare_main']
 
 # %% ../nbs/00_data.ipynb #ceca8cde
 class DataError(EagleNbError):
@@ -541,6 +542,10 @@ def plot_lengths(lengths: Iterable[int], max_len: int|None = None, ax=None, bins
     return ax.figure
 
 # %% ../nbs/00_data.ipynb #532d73aa
+def draft_vocab_sha256(token_ids) -> str:
+    "sha256 of a draft vocab's ascending target ids (int64, little-endian): one hash for stores, training and checkpoints."
+    return sha256_bytes(torch.as_tensor(token_ids, dtype=torch.int64).contiguous().numpy().tobytes())
+
 @dataclass
 class DraftVocab:
     "The drafter's vocabulary: `token_ids` (ascending target ids), `d2t` offsets, `t2d` mask, masked-token `counts`."
@@ -553,6 +558,13 @@ class DraftVocab:
     def size(self) -> int: return int(self.token_ids.numel())
     @property
     def vocab_size(self) -> int: return int(self.t2d.numel())
+    @property
+    def sha256(self) -> str:
+        "The draft vocab's identity: sha256 of its ascending target ids as int64 (what stores and checkpoints record)."
+        return draft_vocab_sha256(self.token_ids)
+    def record(self) -> dict:
+        "What a store manifest records of the draft vocab its top-k ids refer to."
+        return dict(size=self.size, sha256=self.sha256, ids='draft ids; target id = draft_id + d2t[draft_id]')
     @property
     def coverage(self) -> float:
         "Fraction of loss-masked tokens whose id is in the draft vocabulary."
@@ -818,6 +830,18 @@ def open_dataset(data) -> 'Sequence[dict]':
         return rows
     if not p.is_dir(): raise EagleNbError(f"--data {p}: not found; give a dataset directory from `eagle-nb prepare` or a .jsonl file")
     return TokenizedDataset.open(p)
+
+def dataset_lineage(data, ds=None) -> dict|None:
+    "What a store records of the dataset it was extracted from: path, sha256 of its manifest (or file), draft-vocab sha256, samples."
+    if isinstance(data, TokenizedDataset): ds, data = data, data.path
+    if not isinstance(data, (str, Path)): return None                       # in-memory samples: no lineage to record
+    p = Path(data).resolve()
+    rec = dict(path=str(p), sha256=sha256_file(p/'manifest.json' if p.is_dir() else p), draft_vocab_sha256=None, samples=None)
+    ds = ds if ds is not None else (TokenizedDataset.open(p, verify=False) if p.is_dir() else None)
+    if isinstance(ds, TokenizedDataset):
+        rec['samples'] = len(ds.ids)
+        if (ds.manifest.get('draft_vocab') or {}).get('file'): rec['draft_vocab_sha256'] = ds.draft_vocab().sha256
+    return rec
 
 def dataset_index(ds) -> tuple[list[str], list[int]]:
     "(sample ids, lengths) without reading token arrays when the dataset knows them; duplicate ids are refused."

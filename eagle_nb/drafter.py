@@ -484,8 +484,9 @@ def max_ttt_error(ttt: list[Tensor], ref: list[Tensor]) -> float:
 CHECKPOINT_FORMAT = 'eagle_nb.drafter/1'
 
 def save_drafter(drafter: Eagle3Drafter, path: Path|str,
-                 extra: dict|None = None,            # anything JSON-able to keep with it (step, loss, data manifest...)
+                 extra: dict|None = None,            # free-form notes to keep with it (step, loss, ...)
                  dtype: torch.dtype|None = None,     # cast float weights (e.g. torch.bfloat16); default as they are
+                 lineage: dict|None = None,          # the store it was trained on (`train.store_lineage`): path, dataset, samples
                  ) -> Path:
     "Write `model.safetensors` + `config.json` into directory `path`."
     from safetensors.torch import save_file
@@ -502,7 +503,7 @@ def save_drafter(drafter: Eagle3Drafter, path: Path|str,
                        'target_architecture': c.target_architecture, 'aux_layer_ids': c.aux_layer_ids,
                        'aux_layer_convention': 'hf (HF output_hidden_states index; DESIGN §3)',
                        'saved_at': time.strftime('%Y-%m-%dT%H:%M:%S%z'), 'torch': torch.__version__},
-        'extra': extra or {}})
+        'lineage': {'store': lineage}, 'extra': extra or {}})
     return path
 
 def _load_weights(path: Path) -> dict[str, Tensor]:

@@ -400,10 +400,15 @@ def eval_document(result: EvalResult) -> dict:
                 conventions=CONVENTIONS, prompts=[clean(r) for r in result.rows])
 
 def checkpoint_dataset(ckpt: str|Path) -> str|None:
-    "The prepared dataset a drafter checkpoint was trained from: checkpoint `extra.store` -> store manifest `extra.dataset`."
+    "The prepared dataset a drafter checkpoint was trained from: its `lineage.store.dataset.path` (or, for older checkpoints, its store's)."
     try:
-        store = (read_json(Path(ckpt)/'config.json').get('extra') or {}).get('store')
-        data = (read_json(Path(store)/'manifest.json').get('extra') or {}).get('dataset') if store else None
+        cfg = read_json(Path(ckpt)/'config.json')
+        store = (cfg.get('lineage') or {}).get('store') or {}
+        data = (store.get('dataset') or {}).get('path')
+        if not data:   # checkpoints from before lineage name their store in extra.store: ask that store
+            path = store.get('path') or (cfg.get('extra') or {}).get('store')
+            from eagle_nb.store import HiddenStateStore
+            data = ((HiddenStateStore.open(path).dataset or {}).get('path')) if path else None
     except (EagleNbError, OSError, AttributeError): return None
     return data if data and (Path(data)/'manifest.json').exists() else None
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Protocol, Sequence, runtime_checkabl
 
 import torch
 from .core import EagleNbError, progress, read_json, sha256_bytes
-from .data import open_dataset, dataset_index
+from .data import open_dataset, dataset_index, dataset_lineage, draft_vocab_sha256
 from .target import Target, TargetInfo, load_target
 from .store import HiddenStateStore, bytes_per_token, specforge_bytes_per_token, normalize_aux_dtype, merge_stores
 
@@ -439,9 +439,8 @@ def write_store(source: Source,                # the engine adapter (HFSource, S
                                     source_layer_ids=source.source_layer_ids, source_convention=source.source_convention,
                                     aux_dtype=cfg.aux_dtype, store_final=source.store_final, topk=source.topk,
                                     topk_dtype=cfg.topk_dtype, draft_vocab=getattr(source, 'draft_vocab', None),
-                                    shard_bytes=cfg.shard_bytes, resume=cfg.resume,
-                                    extra=dict(dataset=str(dataset) if isinstance(dataset, (str, Path)) else 'in-memory',
-                                               samples=len(plan.ids), limit=cfg.limit, worker=cfg.shard, **cfg.extra))
+                                    shard_bytes=cfg.shard_bytes, resume=cfg.resume, dataset=dataset_lineage(dataset, plan.ds),
+                                    extra=dict(samples=len(plan.ids), limit=cfg.limit, worker=cfg.shard, **cfg.extra))
     mine = [i for j in plan.mine for i in plan.groups[j]]
     rep = WriteReport(str(plan.part), engine=str(engine.get('name', type(source).__name__)), total=len(mine), preflight=pf)
     rep.skipped = sum(plan.ids[i] in store for i in mine)
@@ -511,8 +510,7 @@ def _draft_vocab(draft_vocab, ds) -> tuple[torch.Tensor, dict]:
         draft_vocab = ds.draft_vocab()
     d2t = torch.as_tensor(getattr(draft_vocab, 'd2t', draft_vocab)).to(torch.int64).reshape(-1)
     token_ids = torch.arange(d2t.numel()) + d2t                      # ascending target ids of the draft vocab
-    # the hash the trainer checks (eagle_nb.train.vocab_sha256): sha256 of the ascending target ids, int64
-    return token_ids, dict(size=int(d2t.numel()), sha256=sha256_bytes(token_ids.numpy().tobytes()), ids='draft ids; target id = draft_id + d2t[draft_id]')
+    return token_ids, dict(size=int(d2t.numel()), sha256=draft_vocab_sha256(token_ids), ids='draft ids; target id = draft_id + d2t[draft_id]')
 
 def _write_config(cfg: ExtractConfig, verbose: bool = True) -> WriteConfig:
     "The writer's part of an `ExtractConfig`."

@@ -148,7 +148,8 @@ class HiddenStateStore:
                topk_dtype: str = 'float16',
                draft_vocab: dict|None = None,  # {'size': N, 'sha256': ...} of the draft vocab topk ids refer to
                shard_bytes: int = 256 << 20,   # write a shard once this many bytes are buffered
-               extra: dict|None = None,        # free-form provenance (dataset, command line, ...)
+               dataset: dict|None = None,      # lineage: {'path', 'sha256' (its manifest or file), 'draft_vocab_sha256', 'samples'} (`data.dataset_lineage`)
+               extra: dict|None = None,        # free-form notes (command line, worker, ...); nothing reads lineage from here
                resume: bool = True,            # False: refuse an existing non-empty store
               ) -> 'HiddenStateStore':
         "Open a store for writing: create it, or resume an existing one whose target/layers/dtypes match."
@@ -170,7 +171,7 @@ class HiddenStateStore:
                      aux_dtype=aux_dtype, store_final=bool(store_final), topk=int(topk),
                      topk_dtype=topk_dtype if topk else None, draft_vocab=draft_vocab,
                      topk_vocab='draft' if topk else None, topk_logprobs='log_softmax over the full target vocab' if topk else None,
-                     extra=extra or {}, num_tokens=0, shard_log=_new_log_name(), shards=[], samples=[])
+                     dataset=dataset, extra=extra or {}, num_tokens=0, shard_log=_new_log_name(), shards=[], samples=[])
         path.mkdir(parents=True, exist_ok=True)
         lock = _acquire_lock(path)
         try:
@@ -181,8 +182,13 @@ class HiddenStateStore:
                 for key, name in _IMMUTABLE:
                     a, b = _dig(old, key), _dig(fresh, key)
                     if a != b: raise EagleNbError(f"{path}: cannot resume: {name} differs (store has {a!r}, this run asks for {b!r}); use a new output directory or the store's settings")
+                was = (old.get('dataset') or {}).get('sha256')
+                if dataset and was and was != dataset.get('sha256'):
+                    raise EagleNbError(f"{path}: cannot resume: it was extracted from dataset {old['dataset'].get('path')} (sha256 {was[:12]}), "
+                                       f"this run reads {dataset.get('path')} (sha256 {str(dataset.get('sha256'))[:12]}); use a new output directory")
                 manifest = old
                 manifest['complete'] = False
+                if dataset and not old.get('dataset'): manifest['dataset'] = dataset   # a store from before lineage: record it now
                 if manifest['version'] != VERSION:                  # v1: write the shard log once, then a v2 manifest
                     manifest.update(version=VERSION, migrated_from=manifest['version'], shard_log=_new_log_name())
                     _write_log(path, manifest)
@@ -224,6 +230,13 @@ class HiddenStateStore:
     def hidden_size(self) -> int: return int(self.manifest['hidden_size'])
     @property
     def num_tokens(self) -> int: return int(self.manifest['num_tokens'])
+    @property
+    def dataset(self) -> dict|None:
+        "The tokenized dataset this store was extracted from (`path`, `sha256`, `draft_vocab_sha256`), or None (in-memory data)."
+        d = self.manifest.get('dataset')
+        if d: return dict(d)
+        legacy = (self.manifest.get('extra') or {}).get('dataset')   # stores written before lineage kept only the path, here
+        return dict(path=legacy) if isinstance(legacy, str) and legacy != 'in-memory' else None
     def __len__(self): return len(self.manifest['samples'])
     def __contains__(self, sample_id) -> bool: return sample_id in self._index or sample_id in self._buf_ids
     def __repr__(self):

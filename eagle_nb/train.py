@@ -23,9 +23,10 @@ __all__ = ['ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_c
            'prepare_batch', 'TTTObjective', 'heldout_split', 'plan_batches', 'padding_fraction', 'lr_factor',
            'simulated_acceptance', 'plot_metrics', 'LivePlot', 'TrainConfig', 'load_target_heads',
            'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state', 'set_rng_state',
-           'list_checkpoints', 'write_checkpoint', 'read_checkpoint', 'DistInfo', 'init_distributed', 'all_sum',
-           'wrap_objective', 'full_model_state', 'optimizer_state', 'load_optimizer_state', 'evaluate', 'TrainResult',
-           'train', 'config_from_args', 'train_main', 'smoke_conversations', 'smoke_target', 'make_smoke_store']
+           'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo', 'init_distributed',
+           'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state', 'load_optimizer_state', 'evaluate',
+           'TrainResult', 'train', 'config_from_args', 'train_main', 'smoke_conversations', 'smoke_target',
+           'make_smoke_store']
 
 # %% ../nbs/03_train.ipynb #c8135954
 def ttt_masks(loss_mask: Tensor,        # (B, T) token j is trained (assistant content + end of turn)
@@ -478,10 +479,16 @@ def draft_vocab_from_store(store: HiddenStateStore, size: int, ids: list[str]|No
 def resolve_draft_vocab(config: TrainConfig, store: HiddenStateStore) -> tuple[Tensor, str]:
     "(ascending target ids of the draft vocab, where they came from)."
     m = store.manifest
-    data = config.data or next((str(v) for k, v in (m.get('extra') or {}).items() if k in ('dataset', 'dataset_dir', 'data') and isinstance(v, str)), '')
+    lineage = store.dataset or {}
+    data = config.data or lineage.get('path') or ''
     if data and Path(data).exists():
         from eagle_nb.data import TokenizedDataset
-        ids = torch.as_tensor(TokenizedDataset.open(data).draft_vocab().token_ids, dtype=torch.long)
+        dv = TokenizedDataset.open(data).draft_vocab()
+        want = lineage.get('draft_vocab_sha256') if not config.data else None
+        if want and dv.sha256 != want:
+            raise EagleNbError(f"{data}: its draft vocab (sha256 {dv.sha256[:12]}) is not the one {store.path} was extracted with ({want[:12]}); "
+                               f"the dataset changed since extraction: pass --data with the dataset it was extracted from")
+        ids = torch.as_tensor(dv.token_ids, dtype=torch.long)
         if m.get('topk') and len(ids) != int((m.get('draft_vocab') or {}).get('size', len(ids))):
             raise EagleNbError(f"{data}: draft vocab of {len(ids)} tokens, but {store.path}'s top-k teacher is over {m['draft_vocab']['size']}; pass the dataset it was extracted from")
         return ids, f'dataset {data}'
@@ -496,8 +503,9 @@ def resolve_draft_vocab(config: TrainConfig, store: HiddenStateStore) -> tuple[T
     return draft_vocab_from_store(store, config.draft_vocab_size), f'built from the store (top {config.draft_vocab_size})'
 
 def vocab_sha256(token_ids: Tensor) -> str:
-    "sha256 of the ascending target ids (int64 little-endian) of a draft vocab."
-    return hashlib.sha256(torch.as_tensor(token_ids, dtype=torch.int64).numpy().tobytes()).hexdigest()
+    "sha256 of the ascending target ids of a draft vocab (`data.draft_vocab_sha256`, the one definition)."
+    from eagle_nb.data import draft_vocab_sha256
+    return draft_vocab_sha256(token_ids)
 
 # %% ../nbs/03_train.ipynb #531b9d7b
 def rng_state() -> dict:
@@ -524,13 +532,19 @@ def _fsync_tree(path: Path):
             with open(p, 'rb+') as f: os.fsync(f.fileno())
     fsync_dir(path)
 
+def store_lineage(store: str|Path|None) -> dict|None:
+    "What a checkpoint records of the store it was trained on: path, its dataset lineage, samples, tokens, created."
+    if not store: return None
+    s = HiddenStateStore.open(store)
+    return dict(path=str(Path(store).resolve()), created=s.manifest.get('created'), samples=len(s), tokens=s.num_tokens, dataset=s.dataset)
+
 def write_checkpoint(out: Path, step: int, drafter: Eagle3Drafter, trainer_state: dict, keep: int, extra: dict) -> Path:
     "Atomically write checkpoints/step-NNNNNNNN (drafter + trainer state), update the top-level drafter, prune old ones."
     ck = Path(out)/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
     final = ck/f'step-{step:08d}'
     tmp = ck/f'.step-{step:08d}.tmp'
     shutil.rmtree(tmp, ignore_errors=True)
-    save_drafter(drafter, tmp, extra=extra)
+    save_drafter(drafter, tmp, extra=extra, lineage=store_lineage((trainer_state.get('config') or {}).get('store')))
     buf = io.BytesIO(); torch.save(trainer_state, buf)
     (tmp/'trainer.pt').write_bytes(buf.getvalue())
     _fsync_tree(tmp)

@@ -73,10 +73,9 @@ def test_heldout_split(tmp_path):
     (tmp_path/'ds'/'manifest.json').write_text(json.dumps(manifest))
     with pytest.raises(EagleNbError, match='also training samples'):
         heldout_prompts(tmp_path/'ds', t.tokenizer)
-    # a checkpoint leads to its dataset: config.json extra.store -> store manifest extra.dataset
+    # a checkpoint leads to its dataset: config.json lineage.store (named fields) -> the store's dataset
     from eagle_nb.drafter import save_drafter
-    (tmp_path/'store').mkdir(); (tmp_path/'store'/'manifest.json').write_text(json.dumps({'extra': {'dataset': str(tmp_path/'ds')}}))
-    save_drafter(random_init_drafter(t, 50), tmp_path/'ck', extra={'store': str(tmp_path/'store')})
+    save_drafter(random_init_drafter(t, 50), tmp_path/'ck', lineage={'path': str(tmp_path/'store'), 'dataset': {'path': str(tmp_path/'ds')}})
     assert checkpoint_dataset(tmp_path/'ck') == str(tmp_path/'ds') and checkpoint_dataset(tmp_path) is None
     prepare_dataset(str(tmp_path/'d.jsonl'), t, tmp_path/'ds0', max_len=128, holdout=0, draft_vocab_size=100)
     with pytest.raises(EagleNbError, match='--holdout'):
