@@ -943,7 +943,7 @@ def make_smoke_store(path: Path|str, target: str = '', n_samples: int = 48, seed
     "A small store of seeded smoke conversations through `target` (default: a `smoke_target` next to it)."
     from eagle_nb.target import load_target
     from eagle_nb.data import tokenize_conversation, masked_token_counts, build_draft_vocab
-    from eagle_nb.extract import capture_hidden_states, draft_topk
+    from eagle_nb.extract import HFSource, ExtractConfig, WriteConfig, write_store
     path = Path(path)
     target = target or str(smoke_target(path.with_name(path.name + '-target')))
     recipe = dict(target=str(target), n_samples=n_samples, seed=seed, topk=topk, draft_vocab_size=draft_vocab_size)
@@ -954,21 +954,7 @@ def make_smoke_store(path: Path|str, target: str = '', n_samples: int = 48, seed
     t = load_target(target, dtype=torch.float32, device='cpu')
     samples = [tokenize_conversation(c, t.tokenizer, t.vocab_size) for c in smoke_conversations(n_samples, seed)]
     dv = build_draft_vocab(masked_token_counts(samples, t.vocab_size), min(draft_vocab_size, t.vocab_size))
-    layers = t.default_aux_layers()
-    store = HiddenStateStore.create(path, target=t, layer_ids=layers, engine=dict(name='hf', note='make_smoke_store'),
-                                    topk=topk, draft_vocab=dict(size=dv.size, sha256=vocab_sha256(dv.token_ids)) if topk else None,
-                                    extra=dict(smoke=recipe))
-    try:
-        for s in samples:
-            if s['id'] in store: continue
-            ids = torch.tensor(s['input_ids'])
-            aux, final = capture_hidden_states(t, ids[None], None, layers)
-            kw = {}
-            if topk:
-                ti, tl, ta = draft_topk(t, final[0], dv.token_ids, topk)
-                kw = dict(topk_ids=ti, topk_logprobs=tl, target_argmax=ta)
-            store.add(s['id'], ids, torch.tensor(s['loss_mask']), aux[0], final[0], **kw)
-        store.close(complete=True)
-    except BaseException:
-        store.close(); raise
+    # the extractor's own source and writer, one sample per forward (no padding: the same numbers as a per-sample capture)
+    source = HFSource(t, ExtractConfig(signal='both' if topk else 'final', topk=topk or 20, max_batch=1, probe_batches=0, progress=False), dv)
+    write_store(source, samples, path, WriteConfig(probe_samples=0, progress=False, verbose=False, extra=dict(smoke=recipe)))
     return HiddenStateStore.open(path)
