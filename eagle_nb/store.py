@@ -536,69 +536,70 @@ def verify_store(path: Path|str,
                  max_problems: int = 50) -> VerifyReport:
     "Check a store end to end; the report lists every problem found."
     path = Path(path); rep = VerifyReport(str(path))
-    P = rep.problems
-    try: m = _load_manifest(path, problems=P)
-    except EagleNbError as e: P.append(str(e)); return rep
-    samples, shards = m.get('samples', []), m.get('shards', [])
+    problems = rep.problems
+    try: manifest = _load_manifest(path, problems=problems)
+    except EagleNbError as e: problems.append(str(e)); return rep
+    samples, shards = manifest.get('samples', []), manifest.get('shards', [])
     rep.samples, rep.shards = len(samples), len(shards)
     rep.tokens = sum(s['length'] for s in samples)
-    if rep.tokens != m.get('num_tokens'): P.append(f"manifest num_tokens {m.get('num_tokens')} != sum of sample lengths {rep.tokens}")
+    if rep.tokens != manifest.get('num_tokens'): problems.append(f"manifest num_tokens {manifest.get('num_tokens')} != sum of sample lengths {rep.tokens}")
     seen = {}
     for s in samples:
-        if s['id'] in seen: P.append(f"sample {s['id']!r} is listed twice (shards {seen[s['id']]} and {s['shard']})")
+        if s['id'] in seen: problems.append(f"sample {s['id']!r} is listed twice (shards {seen[s['id']]} and {s['shard']})")
         seen[s['id']] = s['shard']
     by_shard: dict[int, list] = {}
     for s in samples:
-        if not 0 <= s['shard'] < len(shards): P.append(f"sample {s['id']!r}: shard index {s['shard']} out of range")
+        if not 0 <= s['shard'] < len(shards): problems.append(f"sample {s['id']!r}: shard index {s['shard']} out of range")
         else: by_shard.setdefault(s['shard'], []).append(s)
-    for i, sh in enumerate(shards):
-        if len(P) >= max_problems: P.append('... stopping: too many problems'); break
-        f = path/sh['file']
-        if not f.exists(): P.append(f"{sh['file']}: missing (listed in the manifest)"); continue
-        if f.stat().st_size != sh['bytes']: P.append(f"{sh['file']}: {f.stat().st_size} bytes, manifest says {sh['bytes']}")
-        if sha256_file(f) != sh['sha256']: P.append(f"{sh['file']}: sha256 does not match the manifest (file changed or corrupt)")
-        ss = sorted(by_shard.get(i, []), key=lambda s: s['offset'])
+    for i, shard in enumerate(shards):
+        if len(problems) >= max_problems: problems.append('... stopping: too many problems'); break
+        f = path/shard['file']
+        if not f.exists(): problems.append(f"{shard['file']}: missing (listed in the manifest)"); continue
+        if f.stat().st_size != shard['bytes']: problems.append(f"{shard['file']}: {f.stat().st_size} bytes, manifest says {shard['bytes']}")
+        if sha256_file(f) != shard['sha256']: problems.append(f"{shard['file']}: sha256 does not match the manifest (file changed or corrupt)")
+        shard_samples = sorted(by_shard.get(i, []), key=lambda s: s['offset'])
         pos = 0
-        for s in ss:
-            if s['offset'] != pos: P.append(f"{sh['file']}: sample {s['id']!r} at offset {s['offset']}, expected {pos} (gap or overlap)")
+        for s in shard_samples:
+            if s['offset'] != pos: problems.append(f"{shard['file']}: sample {s['id']!r} at offset {s['offset']}, expected {pos} (gap or overlap)")
             pos = s['offset'] + s['length']
-        if pos != sh['tokens']: P.append(f"{sh['file']}: samples cover {pos} tokens, shard has {sh['tokens']}")
-        try: r = ShardReader(f)
-        except Exception as e: P.append(f"{sh['file']}: unreadable safetensors ({e})"); continue
-        try: _verify_shard(r, sh, ss, m, check_samples, P, rep.notes)
-        except Exception as e: P.append(f"{sh['file']}: unreadable ({e})")
-        finally: r.close()
-    listed = _listed_files(m) | {m.get('shard_log')}
+        if pos != shard['tokens']: problems.append(f"{shard['file']}: samples cover {pos} tokens, shard has {shard['tokens']}")
+        try: reader = ShardReader(f)
+        except Exception as e: problems.append(f"{shard['file']}: unreadable safetensors ({e})"); continue
+        try: _verify_shard(reader, shard, shard_samples, manifest, check_samples, problems, rep.notes)
+        except Exception as e: problems.append(f"{shard['file']}: unreadable ({e})")
+        finally: reader.close()
+    listed = _listed_files(manifest) | {manifest.get('shard_log')}
     orphans = sorted(p.name for p in path.iterdir() if (_SHARD_RE.match(p.name) or _LOG_RE.match(p.name)) and p.name not in listed)
-    log = path/m.get('shard_log', '')
-    if m['version'] > 1 and log.is_file() and log.stat().st_size > m['log_bytes']: orphans.append(f"{m['shard_log']} tail ({log.stat().st_size - m['log_bytes']} bytes)")
-    if m['version'] == 1: rep.notes.append('format v1 (one manifest lists every sample); resuming into it migrates it to v2')
+    log = path/manifest.get('shard_log', '')
+    if manifest['version'] > 1 and log.is_file() and log.stat().st_size > manifest['log_bytes']: orphans.append(f"{manifest['shard_log']} tail ({log.stat().st_size - manifest['log_bytes']} bytes)")
+    if manifest['version'] == 1: rep.notes.append('format v1 (one manifest lists every sample); resuming into it migrates it to v2')
     if orphans: rep.notes.append(f"unlisted shards (left by an interrupted write; resuming removes them): {', '.join(orphans)}")
-    if not m.get('complete'): rep.notes.append('the store is not marked complete (extraction still running, interrupted, or partial)')
+    if not manifest.get('complete'): rep.notes.append('the store is not marked complete (extraction still running, interrupted, or partial)')
     return rep
 
-def _verify_shard(r: ShardReader, sh: dict, ss: list[dict], m: dict, check_samples: bool, P: list[str], notes: list[str]):
-    "Check one shard's tensors against the manifest, and each sample's bytes; append problems to P."
-    V = m['target']['vocab_size']
-    exp, n_before = _expected_tensors(m, sh['tokens']), len(P)
-    for k, (dt, shape) in exp.items():
-        if k not in r.header: P.append(f"{sh['file']}: tensor {k!r} missing"); continue
-        t = r[k]
-        if t.dtype != dt or tuple(t.shape) != shape: P.append(f"{sh['file']}: {k} is {t.dtype} {tuple(t.shape)}, want {dt} {shape}")
-    layout_ok = len(P) == n_before
-    if any(k not in exp for k in r.keys()): notes.append(f"{sh['file']}: extra tensors {sorted(set(r.keys()) - set(exp))}")
+def _verify_shard(reader: ShardReader, shard: dict, samples: list[dict], manifest: dict, check_samples: bool,
+                  problems: list[str], notes: list[str]):
+    "Check one shard's tensors against the manifest, and each sample's bytes; append what is wrong to `problems`."
+    vocab_size, name = manifest['target']['vocab_size'], shard['file']
+    expected, n_before = _expected_tensors(manifest, shard['tokens']), len(problems)
+    for key, (dtype, shape) in expected.items():
+        if key not in reader.header: problems.append(f"{name}: tensor {key!r} missing"); continue
+        t = reader[key]
+        if t.dtype != dtype or tuple(t.shape) != shape: problems.append(f"{name}: {key} is {t.dtype} {tuple(t.shape)}, want {dtype} {shape}")
+    layout_ok = len(problems) == n_before
+    if any(k not in expected for k in reader.keys()): notes.append(f"{name}: extra tensors {sorted(set(reader.keys()) - set(expected))}")
     if check_samples and layout_ok:
-        for s in ss:
-            a, b = s['offset'], s['offset'] + s['length']
-            t = {k: r[k][a:b] for k in r.keys()}
-            if _sample_sha256(t) != s['sha256']: P.append(f"sample {s['id']!r} ({sh['file']}): bytes do not match its sha256")
-        ids, mask = r['input_ids'], r['loss_mask']
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= V): P.append(f"{sh['file']}: input ids outside 0..{V-1}")
-        if mask.numel() and int(mask.max()) > 1: P.append(f"{sh['file']}: loss_mask has values other than 0/1")
-        for k in ('aux', 'aux_scale', 'final', 'topk_logprobs'):
-            if k in r.header:
-                bad = _count_nonfinite(r[k])
-                if bad: P.append(f"{sh['file']}: {k} has {bad} non-finite values")
+        for s in samples:
+            start, end = s['offset'], s['offset'] + s['length']
+            rows = {k: reader[k][start:end] for k in reader.keys()}
+            if _sample_sha256(rows) != s['sha256']: problems.append(f"sample {s['id']!r} ({name}): bytes do not match its sha256")
+        ids, mask = reader['input_ids'], reader['loss_mask']
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size): problems.append(f"{name}: input ids outside 0..{vocab_size-1}")
+        if mask.numel() and int(mask.max()) > 1: problems.append(f"{name}: loss_mask has values other than 0/1")
+        for key in ('aux', 'aux_scale', 'final', 'topk_logprobs'):
+            if key in reader.header:
+                bad = _count_nonfinite(reader[key])
+                if bad: problems.append(f"{name}: {key} has {bad} non-finite values")
 
 def _count_nonfinite(t: torch.Tensor, chunk: int = 1 << 16) -> int:
     n = 0
