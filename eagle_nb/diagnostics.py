@@ -625,10 +625,10 @@ def compare(a,                              # reference: Extraction, HiddenState
     nA, nB = len(a_labels), len(slots)
     if nB == 0: raise EagleNbError(f"{b.name} has no layers in common with {a.name} to compare")
     H = torch.as_tensor(next(iter(first_b['layers'].values()))).shape[-1]
-    ca, sa = _precision(a, first_a); cb, sb = _precision(b, first_b)
-    fsa = _precision(a, first_a, final=True)[1] if a_final else sa
-    fsb = _precision(b, first_b, final=True)[1] if b_final else sb
-    envs = [envelope(s['depth'] if s['depth'] is not None else L, (ca, cb), (fsa, fsb) if s['final'] else (sa, sb), H) for s in slots]
+    compute_a, storage_a = _precision(a, first_a); compute_b, storage_b = _precision(b, first_b)
+    final_storage_a = _precision(a, first_a, final=True)[1] if a_final else storage_a
+    final_storage_b = _precision(b, first_b, final=True)[1] if b_final else storage_b
+    envs = [envelope(s['depth'] if s['depth'] is not None else L, (compute_a, compute_b), (final_storage_a, final_storage_b) if s['final'] else (storage_a, storage_b), H) for s in slots]
     env_max = max(envs)
     norm_slots = {j for j, s in enumerate(slots) if s['final'] or (s['ref'] is not None and a_can[s['ref']] == L)}
     pools = {j: ([], []) for j in norm_slots}
@@ -637,81 +637,81 @@ def compare(a,                              # reference: Extraction, HiddenState
     align = {}
     it = progress(ids, desc='compare', unit='sample') if show_progress else ids
     for si, sid in enumerate(it):
-        sa_, sb_ = a.samples[sid], b.samples[sid]
-        A = _stack([sa_['layers'][n] for n in a_names] + ([sa_['final']] if a_final else []))           # (nA, Ra, H), stored dtype
-        Bt = _stack([sb_['final'] if s['final'] else sb_['layers'][s['name']] for s in slots])          # (nB, Rb, H)
-        fin_a, fin_b = _finite_rows(A), _finite_rows(Bt)                                                # (nA, Ra), (nB, Rb)
+        sample_a, sample_b = a.samples[sid], b.samples[sid]
+        A = _stack([sample_a['layers'][n] for n in a_names] + ([sample_a['final']] if a_final else []))           # (nA, rows_a, H), stored dtype
+        Bt = _stack([sample_b['final'] if s['final'] else sample_b['layers'][s['name']] for s in slots])          # (nB, rows_b, H)
+        fin_a, fin_b = _finite_rows(A), _finite_rows(Bt)                                                # (nA, rows_a), (nB, rows_b)
         for side, X, fin, labels in (('A', A, fin_a, a_labels), ('B', Bt, fin_b, [s['label'] for s in slots])):
             if not bool(fin.all()):
                 rows = (~fin).any(0)
                 nonfinite[side]['values'] += int((~torch.isfinite(X[:, rows])).sum()); nonfinite[side]['rows'] += int(rows.sum())
                 nonfinite[side]['samples'].add(sid); nonfinite[side]['where'].update(l for l, x in zip(labels, (~fin).any(-1)) if x)
-        a_ids, b_ids = _as_ids(sa_['input_ids']), _as_ids(sb_['input_ids'])
-        Ra, Rb = A.shape[1], Bt.shape[1]
-        a_anchor = max(len(a_ids) - Ra, 0)
+        a_ids, b_ids = _as_ids(sample_a['input_ids']), _as_ids(sample_b['input_ids'])
+        rows_a, rows_b = A.shape[1], Bt.shape[1]
+        a_anchor = max(len(a_ids) - rows_a, 0)
         rel, off = _token_relation(a_ids, b_ids)
-        info = dict(sample=sid, tokens_a=len(a_ids), tokens_b=len(b_ids), rows_b=Rb, relation=rel, kind=None,
+        info = dict(sample=sid, tokens_a=len(a_ids), tokens_b=len(b_ids), rows_b=rows_b, relation=rel, kind=None,
                     offset=off, shift=0, missing=0, where=None, score=None, b_anchor=0, a_anchor=a_anchor)
         if rel in ('a_suffix', 'differ'):
             if rel == 'a_suffix':
-                ia, ib = _pairs(Rb, max(len(b_ids) - Rb, 0), off, a_anchor, Ra)
+                a_rows_at, b_rows_at = _pairs(rows_b, max(len(b_ids) - rows_b, 0), off, a_anchor, rows_a)
                 info.update(kind='token_mismatch', detail=dict(extra_at_start=-off, extra_ids=b_ids[:-off][:8]))
             else:
                 d = _token_diff(a_ids, b_ids)
-                pr = torch.tensor(d.pop('pairs'), dtype=torch.long).reshape(-1, 2)
-                ia, ib = pr[:, 0] - a_anchor, pr[:, 1] - max(len(b_ids) - Rb, 0)
-                ok = (ia >= 0) & (ia < Ra) & (ib >= 0) & (ib < Rb)
-                ia, ib = ia[ok], ib[ok]
+                token_pairs = torch.tensor(d.pop('pairs'), dtype=torch.long).reshape(-1, 2)
+                a_rows_at, b_rows_at = token_pairs[:, 0] - a_anchor, token_pairs[:, 1] - max(len(b_ids) - rows_b, 0)
+                ok = (a_rows_at >= 0) & (a_rows_at < rows_a) & (b_rows_at >= 0) & (b_rows_at < rows_b)
+                a_rows_at, b_rows_at = a_rows_at[ok], b_rows_at[ok]
                 info.update(kind='token_mismatch', detail=d)
-            info.update(a_rows=ia, b_rows=ib)
+            info.update(a_rows=a_rows_at, b_rows=b_rows_at)
             align[sid] = info
             continue
         b_anchor, start = 0, 0
-        if Rb < len(b_ids):                      # fewer rows than tokens: which tokens do the rows belong to?
-            m_ = len(b_ids) - Rb
-            tail = _match_score(A, Bt, *_pairs(Rb, m_, off, a_anchor, Ra))
-            head = _match_score(A, Bt, *_pairs(Rb, 0, off, a_anchor, Ra))
-            b_anchor, where = (m_, 'start') if tail <= env_max or tail <= head else (0, 'end')
-            info.update(kind='missing_tokens', missing=m_, where=where, b_anchor=b_anchor)
+        if rows_b < len(b_ids):                      # fewer rows than tokens: which tokens do the rows belong to?
+            n_missing = len(b_ids) - rows_b
+            tail = _match_score(A, Bt, *_pairs(rows_b, n_missing, off, a_anchor, rows_a))
+            head = _match_score(A, Bt, *_pairs(rows_b, 0, off, a_anchor, rows_a))
+            b_anchor, where = (n_missing, 'start') if tail <= env_max or tail <= head else (0, 'end')
+            info.update(kind='missing_tokens', missing=n_missing, where=where, b_anchor=b_anchor)
         else:
             zero = (Bt == 0).all(-1).all(0)              # B rows that are all zero where A's are not: zero-filled, never computed
-            z = int(zero.long().argmin()) if not bool(zero.all()) else Rb
-            if z:
-                ia0, ib0 = _pairs(z, 0, off, a_anchor, Ra)
-                z = int(((A[:, ia0] != 0).any(-1).any(0).long().cumprod(0)).sum()) if len(ia0) == z else 0
-            if 0 < z < Rb:
-                start = z
-                info.update(kind='missing_tokens', missing=z, where='start (zero-filled rows)')
-        ia, ib = _pairs(Rb, b_anchor, off, a_anchor, Ra, 0, start)
-        s0 = _match_score(A, Bt, ia, ib)
+            n_zero_rows = int(zero.long().argmin()) if not bool(zero.all()) else rows_b
+            if n_zero_rows:
+                ia0, ib0 = _pairs(n_zero_rows, 0, off, a_anchor, rows_a)
+                n_zero_rows = int(((A[:, ia0] != 0).any(-1).any(0).long().cumprod(0)).sum()) if len(ia0) == n_zero_rows else 0
+            if 0 < n_zero_rows < rows_b:
+                start = n_zero_rows
+                info.update(kind='missing_tokens', missing=n_zero_rows, where='start (zero-filled rows)')
+        a_rows_at, b_rows_at = _pairs(rows_b, b_anchor, off, a_anchor, rows_a, 0, start)
+        s0 = _match_score(A, Bt, a_rows_at, b_rows_at)
         info['score'] = s0
         if s0 > env_max and max_shift:       # no B state matches any A state at its own token: are the rows shifted?
-            tries = [(_match_score(A, Bt, *_pairs(Rb, b_anchor, off, a_anchor, Ra, s, start)), s) for s in range(-max_shift, max_shift + 1) if s]
+            tries = [(_match_score(A, Bt, *_pairs(rows_b, b_anchor, off, a_anchor, rows_a, s, start)), s) for s in range(-max_shift, max_shift + 1) if s]
             sc, s = min(tries)
             if sc <= env_max:
                 info.update(kind='position_shift', shift=s, score=sc)
-                ia, ib = _pairs(Rb, b_anchor, off, a_anchor, Ra, s, start)
+                a_rows_at, b_rows_at = _pairs(rows_b, b_anchor, off, a_anchor, rows_a, s, start)
         if rel == 'b_suffix' and info['kind'] != 'position_shift':
             if s0 <= env_max or info['kind'] == 'missing_tokens':
                 info.update(kind='missing_tokens', missing=info['missing'] + off, where='start (ids cut)')
             else:                             # B lacks the first tokens and its states differ: computed without them
-                info.update(kind='token_mismatch', detail=dict(missing_at_start=off), a_rows=ia, b_rows=ib)
+                info.update(kind='token_mismatch', detail=dict(missing_at_start=off), a_rows=a_rows_at, b_rows=b_rows_at)
                 align[sid] = info
                 continue
         if rel in ('b_prefix', 'a_prefix'): info['note'] = f'{"B" if rel == "b_prefix" else "A"} is truncated at the end'
-        info.update(a_rows=ia, b_rows=ib)
+        info.update(a_rows=a_rows_at, b_rows=b_rows_at)
         align[sid] = info
-        if max_tokens_per_sample and len(ia) > max_tokens_per_sample:
-            sel = torch.linspace(0, len(ia) - 1, max_tokens_per_sample).round().long()
-            ia, ib = ia[sel], ib[sel]
-        M = fin_b[:, ib] & fin_a[:, ia].all(0)                                              # (nB, N) rows usable per slot
-        As, Bs = _rows64(A, ia, bool(fin_a.all())), _rows64(Bt, ib, bool(fin_b.all()))   # (nA, N, H), (nB, N, H) fp64
+        if max_tokens_per_sample and len(a_rows_at) > max_tokens_per_sample:
+            sel = torch.linspace(0, len(a_rows_at) - 1, max_tokens_per_sample).round().long()
+            a_rows_at, b_rows_at = a_rows_at[sel], b_rows_at[sel]
+        M = fin_b[:, b_rows_at] & fin_a[:, a_rows_at].all(0)                                              # (nB, N) rows usable per slot
+        As, Bs = _rows64(A, a_rows_at, bool(fin_a.all())), _rows64(Bt, b_rows_at, bool(fin_b.all()))   # (nA, N, H), (nB, N, H) fp64
         acc['G'].append(torch.einsum('bnh,anh->nba', Bs, As))                                # (N, nB, nA)
         acc['NA'].append(torch.einsum('anh,anh->na', As, As)); acc['NB'].append(torch.einsum('bnh,bnh->nb', Bs, Bs))
-        acc['C'].append(torch.stack([torch.einsum('nh,nh->n', As[q], As[p]) for p, q in pairs], -1) if pairs else torch.zeros(len(ia), 0, dtype=torch.float64))
+        acc['C'].append(torch.stack([torch.einsum('nh,nh->n', As[q], As[p]) for p, q in pairs], -1) if pairs else torch.zeros(len(a_rows_at), 0, dtype=torch.float64))
         acc['M'].append(M.T)
-        acc['sample'].append(torch.full((len(ia),), si)); acc['a_row'].append(ia); acc['b_row'].append(ib)
-        acc['token'].append(torch.tensor(b_ids, dtype=torch.long)[ib + b_anchor])
+        acc['sample'].append(torch.full((len(a_rows_at),), si)); acc['a_row'].append(a_rows_at); acc['b_row'].append(b_rows_at)
+        acc['token'].append(torch.tensor(b_ids, dtype=torch.long)[b_rows_at + b_anchor])
         for j in norm_slots:                  # rows for the final-norm fit (16k tokens are plenty for H weights)
             if sum(len(x) for x in pools[j][0]) < 16384:
                 mj = M[j]
@@ -737,7 +737,7 @@ def compare(a,                              # reference: Extraction, HiddenState
     info = dict(samples_compared=len(ids), samples_only_in_a=len(a) - len(ids) if limit is None else None,
                 samples_only_in_b=sum(1 for s in b.ids if s not in a.samples) if limit is None else None,
                 tokens_compared=0 if S['M'] is None else int(S['M'].shape[0]),
-                dtypes=dict(a=dict(compute=ca, storage=sa), b=dict(compute=cb, storage=sb)),
+                dtypes=dict(a=dict(compute=compute_a, storage=storage_a), b=dict(compute=compute_b, storage=storage_b)),
                 envelope={s['label']: e for s, e in zip(slots, envs)}, hidden_size=int(H), num_layers=L,
                 a_layers=a_labels, b_layers=[s['label'] for s in slots])
     # A scale confined to the final state, with no aux slot scaled, is what a pre-norm final looks like when the
