@@ -16,7 +16,8 @@ from .core import EagleNbError, runs_dir, read_json
 # %% auto #0
 __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'vllm_server_argv', 'start_vllm_server',
            'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm',
-           'VllmSource', 'source_from_args', 'extract_with_vllm']
+           'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters',
+           'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -249,13 +250,11 @@ class VllmSource:
         probe = [int(x) for x in torch.randint(1000, 20000, (300,), generator=torch.Generator().manual_seed(0))]   # > 2 cache blocks
         out = {}
         for u in self.urls:
-            before = vllm_metrics(u).get('vllm:prefix_cache_queries_total')
+            hits0 = vllm_metrics(u).get('vllm:prefix_cache_hits_total', 0.0)
             t0 = time.perf_counter()
-            for _ in range(2): st = self._fetch_from(u, probe)
+            for _ in range(2): st = self._fetch_from(u, probe)               # the same prompt twice: a cache would hit
             dt = (time.perf_counter() - t0) / 2
-            m = vllm_metrics(u)
-            hits = m.get('vllm:prefix_cache_hits_total', 0.0)
-            if before is not None and m.get('vllm:prefix_cache_queries_total', 0.0) > before and hits > 0:
+            if vllm_metrics(u).get('vllm:prefix_cache_hits_total', 0.0) > hits0:
                 raise EagleNbError(f"{u}: vLLM prefix caching is on (a repeated probe hit its cache): cached prefixes are not recomputed, "
                                    "so their rows would not be this request's; restart vLLM with --no-enable-prefix-caching "
                                    "(enable_prefix_caching=False in LLM(...))")
@@ -449,3 +448,159 @@ def extract_with_vllm(data,                            # dataset dir (eagle-nb p
         if w is _standin_write_store: return w(src, data, out, limit=limit)
         from eagle_nb.extract import WriteConfig
         return w(src, data, out, WriteConfig(limit=limit) if limit else None)
+
+# %% ../nbs/01d_vllm.ipynb #cc8d142e
+def spec_counters(metrics: dict[str, float]) -> dict:
+    "vLLM's spec-decode counters out of `vllm_metrics()`: drafts, draft tokens, accepted, accepted per position."
+    per_pos = {}
+    for k, v in metrics.items():
+        if k.startswith('vllm:spec_decode_num_accepted_tokens_per_pos_total{') and 'position="' in k:
+            per_pos[int(k.split('position="')[1].split('"')[0])] = v
+    return dict(drafts=metrics.get('vllm:spec_decode_num_drafts_total', 0.0),
+                draft_tokens=metrics.get('vllm:spec_decode_num_draft_tokens_total', 0.0),
+                accepted=metrics.get('vllm:spec_decode_num_accepted_tokens_total', 0.0),
+                per_pos=[per_pos[i] for i in sorted(per_pos)])
+
+def acceptance_from_counters(before: dict, after: dict) -> dict:
+    "τ and α_k as vLLM counts them, from two `spec_counters` readings around the requests."
+    d = {k: after[k] - before[k] for k in ('drafts', 'draft_tokens', 'accepted')}
+    pos = [a - (before['per_pos'][i] if i < len(before['per_pos']) else 0.0) for i, a in enumerate(after['per_pos'])]
+    n = d['drafts']
+    if not n: raise EagleNbError("vLLM counted no speculative drafts: is the server running the drafter (--speculative-config method eagle3)?")
+    rate = [p / n for p in pos]
+    alpha = [(pos[i] / (pos[i - 1] if i else n)) if (pos[i - 1] if i else n) else None for i in range(len(pos))]
+    return dict(drafts=int(n), draft_tokens=int(d['draft_tokens']), accepted=int(d['accepted']), accepted_per_pos=[int(p) for p in pos],
+                tau=1 + d['accepted'] / n, per_position_rate=rate, alpha=alpha,
+                draft_acceptance_rate=d['accepted'] / d['draft_tokens'] if d['draft_tokens'] else None)
+
+# %% ../nbs/01d_vllm.ipynb #6009eeb6
+def _generate(url: str, model: str, prompts: Sequence[Sequence[int]], max_new_tokens: int, concurrency: int,
+              timeout: float = 1800.0) -> tuple[list[list[int]], float]:
+    "Greedy completions of token-id prompts ((token ids per prompt), wall seconds), `concurrency` requests in flight."
+    def one(ids):
+        body = dict(model=model, prompt=list(map(int, ids)), max_tokens=int(max_new_tokens), temperature=0.0, return_token_ids=True)
+        r = _call(url, '/v1/completions', body, timeout=timeout)
+        c = r['choices'][0]
+        if c.get('token_ids') is None: raise EagleNbError(f"{url}: completions answer has no token_ids (return_token_ids unsupported by this vLLM?)")
+        return [int(t) for t in c['token_ids']]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max(1, concurrency)) as ex: outs = list(ex.map(one, prompts))
+    return outs, time.perf_counter() - t0
+
+def _load_drafter_for_export(drafter, target):
+    if hasattr(drafter, 'config') and hasattr(drafter, 'state_dict'): return drafter
+    from eagle_nb.drafter import load_drafter
+    if str(drafter) == 'random-init':
+        from eagle_nb.eval import random_init_drafter
+        return random_init_drafter(target)
+    return load_drafter(drafter, target=target, device='cpu', dtype=torch.float32)
+
+def vllm_spec_eval(target,                             # a loaded Target (its dir is what vLLM serves)
+                   drafter,                            # drafter checkpoint dir, an Eagle3Drafter, or 'random-init'
+                   prompts: list,                      # EvalPrompt list (eval.load_eval_prompts)
+                   num_speculative_tokens: int = 3,    # chain depth (vLLM's num_speculative_tokens)
+                   max_new_tokens: int = 64,
+                   concurrency: int = 4,               # the batch run's requests in flight
+                   run_dir: Path|str|None = None,
+                   urls: dict|None = None,             # {'plain': URL, 'spec': URL}: use running servers instead
+                   in_process: bool = True) -> dict:   # eagle_nb's own τ on the same prompts beside vLLM's
+    "Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness; eagle_nb's τ beside."
+    from eagle_nb.drafter import export_speculators
+    run_dir = Path(run_dir) if run_dir else runs_dir()/f"vllm-eval-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model = _load_drafter_for_export(drafter, target)
+    tdir = _target_dir(target)
+    spec_dir = export_speculators(model, run_dir/'speculators', speculative_tokens=num_speculative_tokens, verifier_name=str(tdir))
+    spec_cfg = dict(model=str(spec_dir), method='eagle3', num_speculative_tokens=int(num_speculative_tokens))
+    servers = {}
+    try:
+        if urls: servers_urls = dict(urls)
+        else:   # both start at once (startup dominates on CPU); same flags but the drafter
+            with ThreadPoolExecutor(2) as ex:
+                fut = {k: ex.submit(start_vllm_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True,
+                                    speculative=spec_cfg if k == 'spec' else None) for k in ('plain', 'spec')}
+                errors = []
+                for k, f in fut.items():
+                    try: servers[k] = f.result()
+                    except Exception as e: errors.append(e)
+                if errors: raise errors[0]
+            servers_urls = {k: s.url for k, s in servers.items()}
+        names = {k: served_model(u)['id'] for k, u in servers_urls.items()}
+        ids = [p.input_ids for p in prompts]
+        out, speed, acc = {}, {}, {}
+        for k in ('plain', 'spec'):
+            u = servers_urls[k]
+            _generate(u, names[k], ids[:1], 4, 1)                                   # warm-up, uncounted
+            c0 = spec_counters(vllm_metrics(u))
+            seq, t_seq = _generate(u, names[k], ids, max_new_tokens, 1)
+            c1 = spec_counters(vllm_metrics(u))
+            bat, t_bat = _generate(u, names[k], ids, max_new_tokens, concurrency)
+            c2 = spec_counters(vllm_metrics(u))
+            out[k] = dict(sequential=seq, batch=bat)
+            n_seq, n_bat = sum(map(len, seq)), sum(map(len, bat))
+            speed[k] = dict(sequential_tokens_per_s=n_seq / t_seq, batch_tokens_per_s=n_bat / t_bat, sequential_s=t_seq, batch_s=t_bat,
+                            sequential_tokens=n_seq, batch_tokens=n_bat)
+            if k == 'spec': acc = dict(sequential=acceptance_from_counters(c0, c1), batch=acceptance_from_counters(c1, c2))
+        same = [a == b for a, b in zip(out['plain']['sequential'], out['spec']['sequential'])]
+        same_b = [a == b for a, b in zip(out['plain']['batch'], out['spec']['batch'])]
+        plain_batch_same = [a == b for a, b in zip(out['plain']['batch'], out['plain']['sequential'])]   # batching's own numerics
+        first_diff = [next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+                      for a, b in zip(out['plain']['sequential'], out['spec']['sequential'])]
+        doc = dict(format='eagle_nb.vllm_eval/1', target=str(tdir), drafter=str(drafter) if not hasattr(drafter, 'config') else 'in-memory',
+                   export=str(spec_dir), speculative_config=spec_cfg, prompts=len(prompts), max_new_tokens=max_new_tokens,
+                   concurrency=concurrency, servers=servers_urls, vllm=acc,
+                   speed=dict(plain=speed['plain'], spec=speed['spec'],
+                              sequential_speedup=speed['spec']['sequential_tokens_per_s'] / speed['plain']['sequential_tokens_per_s'],
+                              batch_speedup=speed['spec']['batch_tokens_per_s'] / speed['plain']['batch_tokens_per_s']),
+                   lossless=dict(sequential=all(same), batch=all(same_b), prompts_equal=sum(same), first_difference=first_diff,
+                                 batch_prompts_equal=sum(same_b), plain_batch_equals_plain_sequential=sum(plain_batch_same)),
+                   logs={k: str(s.log_path) for k, s in servers.items()})
+    finally:
+        for s in servers.values(): s.stop()
+    if in_process:
+        from eagle_nb.eval import evaluate, Eagle3Proposer
+        from eagle_nb.specdec import SpecConfig
+        m = model.to(target.device, target.dtype)
+        res = evaluate(target, lambda p, ref: Eagle3Proposer(m), prompts,
+                       SpecConfig(num_steps=num_speculative_tokens, topk=1, max_new_tokens=max_new_tokens), warmup=False)
+        mm = res.metrics()
+        doc['eagle_nb'] = dict(tau=mm['accept_length'], alpha=mm['alpha'], per_position_rate=mm['per_position_rate'],
+                               draft_acceptance_rate=mm['draft_acceptance_rate'], verify_rounds=mm['verify_count'],
+                               lossless=res.speed()['lossless'])
+        doc['tau_difference'] = doc['vllm']['sequential']['tau'] - mm['accept_length']
+    return doc
+
+def vllm_eval_lines(doc: dict) -> list[str]:
+    "A short text report of `vllm_spec_eval`."
+    v, s = doc['vllm']['sequential'], doc['speed']
+    f = lambda xs: '[' + ', '.join('-' if x is None else f'{x:.3f}' for x in xs) + ']'
+    lines = [f"vLLM EAGLE-3 (chain, {doc['speculative_config']['num_speculative_tokens']} drafts) on {doc['prompts']} prompts, {doc['max_new_tokens']} new tokens",
+             f"  vLLM counters: tau {v['tau']:.3f}   alpha_k {f(v['alpha'])}   per-position {f(v['per_position_rate'])}   accept rate {v['draft_acceptance_rate']:.3f}",
+             f"  tokens/s one at a time: plain {s['plain']['sequential_tokens_per_s']:.1f}, spec {s['spec']['sequential_tokens_per_s']:.1f} ({s['sequential_speedup']:.2f}x);"
+             f" batch of {doc['concurrency']}: plain {s['plain']['batch_tokens_per_s']:.1f}, spec {s['spec']['batch_tokens_per_s']:.1f} ({s['batch_speedup']:.2f}x)",
+             f"  lossless (greedy ids equal plain vLLM): {doc['lossless']['prompts_equal']}/{doc['prompts']} one at a time, "
+             f"{doc['lossless']['batch_prompts_equal']}/{doc['prompts']} batched (plain batched = plain one at a time on "
+             f"{doc['lossless']['plain_batch_equals_plain_sequential']}/{doc['prompts']}: batch shapes change bf16 numerics)"]
+    if 'eagle_nb' in doc:
+        e = doc['eagle_nb']
+        lines.append(f"  eagle_nb in-process: tau {e['tau']:.3f}   alpha_k {f(e['alpha'])}   (vLLM - eagle_nb: {doc['tau_difference']:+.3f})")
+    return lines
+
+# %% ../nbs/01d_vllm.ipynb #af89931b
+def vllm_eval_main(a, out: Path) -> int:
+    "`eagle-nb eval --engine vllm` (parsed by 04_eval's parser): the report as text or `--json`; exit 1 unless lossless one at a time."
+    from eagle_nb.target import load_target
+    from eagle_nb.eval import load_eval_prompts
+    from eagle_nb.core import atomic_write_json
+    if a.drafter is None: raise EagleNbError("--engine vllm needs --drafter: a drafter checkpoint directory (or random-init)")
+    if a.temperature != 0: raise EagleNbError("--engine vllm checks losslessness against plain greedy: use --temperature 0")
+    if a.topk != 1: raise EagleNbError("--engine vllm serves a chain (vLLM's eagle3 method): use --topk 1 and --num-steps for the draft count")
+    urls = dict(u.split('=', 1) for u in a.vllm_url) if a.vllm_url else None
+    if urls is not None and set(urls) != {'plain', 'spec'}: raise EagleNbError("--vllm-url: give plain=URL and spec=URL (a plain vLLM and one serving the export)")
+    target = load_target(a.target)
+    prompts = load_eval_prompts(a.prompts, target.tokenizer, a.limit or None, a.dataset or None)
+    doc = vllm_spec_eval(target, a.drafter, prompts, num_speculative_tokens=a.num_steps, max_new_tokens=a.max_new_tokens,
+                         concurrency=a.concurrency if a.concurrency > 1 else 4, run_dir=out.parent/'vllm-run', urls=urls)
+    atomic_write_json(out, doc)
+    print(json.dumps(doc, indent=1) if a.json else '\n'.join(vllm_eval_lines(doc)) + f"\nreport: {out}")
+    return 0 if doc['lossless']['sequential'] else 1
