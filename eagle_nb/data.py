@@ -20,7 +20,7 @@ __all__ = ['SKIP_HINT', 'ROLE_ALIASES', 'SHAREGPT', 'POLICIES', 'FORMAT', 'FORMA
            'load_conversations', 'render_segments', 'special_token_ids', 'tokenize_conversation', 'masked_spans',
            'tokenize_conversations', 'split_conversation', 'apply_length_policy', 'truncation_loss', 'dataset_stats',
            'plot_lengths', 'DraftVocab', 'masked_token_counts', 'build_draft_vocab', 'PrepareReport', 'prepare_dataset',
-           'TokenizedDataset', 'prepare_main']
+           'TokenizedDataset', 'open_dataset', 'dataset_index', 'prepare_main']
 
 # %% ../nbs/00_data.ipynb #ceca8cde
 class DataError(EagleNbError):
@@ -799,6 +799,35 @@ class TokenizedDataset:
     def stats(self): return dataset_stats(self.lengths, [s['loss_tokens'] for s in self.manifest['samples']], self.manifest['max_len'])
 
     def __repr__(self): return f"TokenizedDataset({str(self.path)!r}, {len(self)} samples, {self.manifest['num_tokens']} tokens, target {self.manifest['target']['name']!r})"
+
+# %% ../nbs/00_data.ipynb #2413dc4f
+def open_dataset(data) -> 'Sequence[dict]':
+    "A tokenized dataset directory, a .jsonl of {id, input_ids, loss_mask}, or a sequence of such dicts."
+    if not isinstance(data, (str, Path)): return data
+    p = Path(data)
+    if p.is_file() and p.suffix in ('.jsonl', '.json'):
+        rows = []
+        with open(p) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip(): continue
+                try: r = json.loads(line)
+                except json.JSONDecodeError as e: raise EagleNbError(f"{p}:{n}: not valid JSON ({e.msg})") from None
+                if not isinstance(r, dict) or not {'id', 'input_ids', 'loss_mask'} <= set(r):
+                    raise EagleNbError(f"{p}:{n}: a record needs id, input_ids and loss_mask")
+                rows.append(r)
+        return rows
+    if not p.is_dir(): raise EagleNbError(f"--data {p}: not found; give a dataset directory from `eagle-nb prepare` or a .jsonl file")
+    return TokenizedDataset.open(p)
+
+def dataset_index(ds) -> tuple[list[str], list[int]]:
+    "(sample ids, lengths) without reading token arrays when the dataset knows them; duplicate ids are refused."
+    ids = [str(i) for i in ds.ids] if hasattr(ds, 'ids') else [str(ds[i]['id']) for i in range(len(ds))]
+    lengths = [int(n) for n in ds.lengths] if hasattr(ds, 'lengths') else [len(ds[i]['input_ids']) for i in range(len(ds))]
+    seen = set()
+    for i in ids:
+        if i in seen: raise EagleNbError(f"dataset: sample id {i!r} appears twice; ids must be unique")
+        seen.add(i)
+    return ids, lengths
 
 # %% ../nbs/00_data.ipynb #a45cb086
 def prepare_main(argv: list[str]) -> int:

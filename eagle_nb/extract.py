@@ -5,19 +5,22 @@
 # %% ../nbs/01_extract.ipynb #efa5a3a5
 from __future__ import annotations
 import argparse, math, os, shutil, time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 import torch
 from .core import EagleNbError, progress, read_json, sha256_bytes
-from .target import Target, load_target
+from .data import open_dataset, dataset_index
+from .target import Target, TargetInfo, load_target
 from .store import HiddenStateStore, bytes_per_token, specforge_bytes_per_token, normalize_aux_dtype, merge_stores
 
 # %% auto #0
-__all__ = ['SIGNALS', 'decoder_parts', 'capture_hidden_states', 'draft_topk', 'open_dataset', 'dataset_index', 'plan_batches',
-           'padding_overhead', 'ExtractConfig', 'RunPlan', 'plan_run', 'preflight', 'extract', 'target_description',
-           'extract_main']
+__all__ = ['SIGNALS', 'SOURCE_HOOKS', 'decoder_parts', 'capture_hidden_states', 'draft_topk', 'plan_batches', 'padding_overhead',
+           'ExtractConfig', 'SampleRequest', 'SampleStates', 'Source', 'WriteConfig', 'WriteReport', 'check_states',
+           'WritePlan', 'plan_write', 'write_preflight', 'write_store', 'HFSource', 'preflight', 'extract',
+           'extract_arg_parser', 'extract_config_from_args', 'engine_args', 'source_from_args']
 
 # %% ../nbs/01_extract.ipynb #bdc52083
 def decoder_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.ModuleList, torch.nn.Module]:
@@ -88,36 +91,6 @@ def draft_topk(target: Target,
     return torch.cat(ids), torch.cat(lps), torch.cat(arg)
 
 # %% ../nbs/01_extract.ipynb #8cb23785
-def open_dataset(data) -> Sequence[dict]:
-    "A tokenized dataset directory, a .jsonl of {id, input_ids, loss_mask}, or a sequence of such dicts."
-    if not isinstance(data, (str, Path)): return data
-    p = Path(data)
-    if p.is_file() and p.suffix in ('.jsonl', '.json'):
-        import json
-        rows = []
-        with open(p) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip(): continue
-                try: r = json.loads(line)
-                except json.JSONDecodeError as e: raise EagleNbError(f"{p}:{n}: not valid JSON ({e.msg})") from None
-                if not {'id', 'input_ids', 'loss_mask'} <= set(r): raise EagleNbError(f"{p}:{n}: a record needs id, input_ids and loss_mask")
-                rows.append(r)
-        return rows
-    if not p.is_dir(): raise EagleNbError(f"--data {p}: not found; give a dataset directory from `eagle-nb prepare` or a .jsonl file")
-    try: from eagle_nb.data import TokenizedDataset
-    except ImportError as e: raise EagleNbError(f"--data {p}: reading tokenized datasets needs eagle_nb.data ({e})") from None
-    return TokenizedDataset.open(p)
-
-def dataset_index(ds: Sequence[dict]) -> tuple[list[str], list[int]]:
-    "(sample ids, lengths) without reading token arrays when the dataset knows them."
-    ids = [str(i) for i in ds.ids] if hasattr(ds, 'ids') else [str(ds[i]['id']) for i in range(len(ds))]
-    lengths = [int(n) for n in ds.lengths] if hasattr(ds, 'lengths') else [len(ds[i]['input_ids']) for i in range(len(ds))]
-    seen = set()
-    for i in ids:
-        if i in seen: raise EagleNbError(f"dataset: sample id {i!r} appears twice; ids must be unique")
-        seen.add(i)
-    return ids, lengths
-
 def plan_batches(lengths: Sequence[int],
                  token_budget: int = 8192,  # max batch size x longest length (padded tokens per forward)
                  max_batch: int = 64,
@@ -183,62 +156,166 @@ class ExtractConfig:
 
 # %% ../nbs/01_extract.ipynb #dba97882
 @dataclass
-class RunPlan:
-    "What one worker of an extraction run will do."
-    ds: Sequence[dict]
-    ids: list[str]                 # sample ids, dataset order (after limit)
-    lengths: list[int]
-    batches: list[list[int]]       # this worker's batches (dataset indices), longest first
-    all_batches: int               # batches in the whole plan (all workers)
-    layer_ids: list[int]
-    part: Path                     # where this worker writes: OUT, or OUT/parts/i-of-n
-    out: Path
-    draft_target_ids: torch.Tensor|None   # (D,) target id of each draft id, for top-k
-    draft_vocab: dict|None                # {'size', 'sha256'} recorded in the store
+class SampleRequest:
+    "One sample a source is asked for: its id and token ids (the writer keeps the loss mask)."
+    sample_id: str
+    input_ids: torch.Tensor      # (T,) int64
+    loss_mask: torch.Tensor      # (T,) 0/1
+    group: int = 0               # index of the source's plan group it belongs to (`Source.plan`); 0 without a plan
 
-    def stored_ids(self) -> set[str]:
-        "Ids already in this worker's store (empty when it does not exist yet)."
-        f = self.part/'manifest.json'
-        return {s['id'] for s in read_json(f)['samples']} if f.exists() else set()
+@dataclass
+class SampleStates:
+    "A source's answer for one request: states, or a failure with its reason."
+    sample_id: str
+    input_ids: torch.Tensor|None = None       # (T,) the token ids the engine actually ran (validated == request); None: not reported
+    aux: torch.Tensor|None = None             # (T, n, H) or (T, n*H), in the order of source.layer_ids (canonical HF ids)
+    final: torch.Tensor|None = None           # (T, H) post-norm final state
+    topk_ids: torch.Tensor|None = None        # (T, k) draft-vocab ids, best first
+    topk_logprobs: torch.Tensor|None = None   # (T, k) log-probs over the full target vocab
+    target_argmax: torch.Tensor|None = None   # (T,) full-vocab argmax (target ids)
+    failure: tuple[str, str]|None = None      # (kind, message), e.g. ('rows', '1 row for 13 tokens: ... --disable-radix-cache')
 
-def _draft_vocab(draft_vocab, ds) -> tuple[torch.Tensor, dict]:
-    "(draft -> target ids, manifest record) from a DraftVocab, a d2t tensor, or the dataset's own draft vocab."
-    if draft_vocab is None:
-        if not hasattr(ds, 'draft_vocab'): raise EagleNbError("signal topk needs a draft vocabulary: pass draft_vocab=(d2t) or use a dataset from `eagle-nb prepare`")
-        draft_vocab = ds.draft_vocab()
-    d2t = torch.as_tensor(getattr(draft_vocab, 'd2t', draft_vocab)).to(torch.int64).reshape(-1)
-    token_ids = torch.arange(d2t.numel()) + d2t                      # ascending target ids of the draft vocab
-    # the hash the trainer checks (eagle_nb.train.vocab_sha256): sha256 of the ascending target ids, int64
-    return token_ids, dict(size=int(d2t.numel()), sha256=sha256_bytes(token_ids.numpy().tobytes()), ids='draft ids; target id = draft_id + d2t[draft_id]')
+    @classmethod
+    def failed(cls, sample_id, kind: str, msg: str) -> 'SampleStates':
+        "A failure answer: the sample is not stored and the report lists it."
+        return cls(str(sample_id), failure=(kind, msg))
 
-def plan_run(data, target: Target, out: Path|str, config: ExtractConfig, draft_vocab=None) -> RunPlan:
-    "Decide samples, batches, layers and output location of this worker's run."
-    ds = open_dataset(data)
-    _check_dataset_target(ds, target)
-    ids, lengths = dataset_index(ds)
-    if config.limit: ids, lengths = ids[:config.limit], lengths[:config.limit]
-    if not ids: raise EagleNbError("dataset is empty: nothing to extract")
-    layer_ids = target.default_aux_layers() if config.layers == 'auto' else list(config.layers)
-    if any(not 0 <= k < target.num_layers for k in layer_ids):
-        raise EagleNbError(f"layers {layer_ids}: aux ids must be in 0..{target.num_layers - 1} for {target.name} (HF hidden_states index)")
-    plan = plan_batches(lengths, config.token_budget, config.max_batch)
-    mine = plan[config.worker::config.num_workers]
-    out = Path(out)
-    part = out if config.num_workers == 1 else out/'parts'/f'{config.worker}-of-{config.num_workers}'
-    dt, meta = _draft_vocab(draft_vocab, ds) if config.k else (None, None)
-    if dt is not None and int(dt.max()) >= target.vocab_size: raise EagleNbError(f"draft vocab maps to target id {int(dt.max())} >= vocab {target.vocab_size}: it belongs to another target")
-    return RunPlan(ds, ids, lengths, mine, len(plan), layer_ids, part, out, dt, meta)
+@runtime_checkable
+class Source(Protocol):
+    "What one engine contributes: the states of token-id samples. Everything else belongs to `write_store`."
+    layer_ids: list[int]                 # canonical HF ids of the aux slots (DESIGN §3)
+    source_layer_ids: list[int]|None     # the ids as the engine named them (None: the same)
+    source_convention: str|None          # the engine's convention ('vllm', 'specforge', 'sglang', ...); None: hf
+    store_final: bool                    # the source delivers the post-norm final state
+    topk: int                            # k of the top-k teacher it delivers (0: none)
+    def engine_record(self) -> dict: ...                                   # manifest 'engine' (name, version, flags, ...)
+    def states(self, requests: Iterable[SampleRequest]) -> Iterator[SampleStates]: ...  # may yield out of order
+    def close(self) -> None: ...
+
+# Optional, looked up with getattr by write_store:
+#   target                                  Target / TargetInfo the source runs (write_store's default `target`)
+#   draft_vocab: dict|None                  {'size', 'sha256', ...} the top-k ids refer to (manifest)
+#   prepare(dataset, lengths) -> None       called once with the opened dataset (after limit), before anything is written
+#   plan(lengths) -> list[list[int]]        groups of dataset indices computed together; workers and resume take whole groups
+#   plan_detail(groups, lengths) -> str     a note for the preflight's batches row
+#   probe(groups) -> (tokens/s, tokens, s)  time a few groups before the run (their results are kept by the source)
+SOURCE_HOOKS = ('target', 'draft_vocab', 'prepare', 'plan', 'plan_detail', 'probe')
+
+def _parse_shard(shard: str|None) -> tuple[str, int, int]:
+    "('i/n', i, n) from 'i/n', or from torchrun's RANK/WORLD_SIZE when None."
+    if shard is None:
+        ws = int(os.environ.get('WORLD_SIZE', '1') or 1)
+        shard = f"{int(os.environ.get('RANK', '0') or 0)}/{ws}" if ws > 1 else '0/1'
+    try: w, n = (int(x) for x in str(shard).split('/'))
+    except ValueError: raise EagleNbError(f"shard {shard!r}: use i/n, e.g. 0/4") from None
+    if not 0 <= w < n: raise EagleNbError(f"shard {shard!r}: need 0 <= i < n")
+    return str(shard), w, n
+
+@dataclass
+class WriteConfig:
+    "How `write_store` writes: which samples, which worker, store layout, disk checks, feedback."
+    limit: int = 0                    # only the first `limit` samples of the dataset (0 = all)
+    shard: str|None = None            # 'i/n': be worker i of n; None: torchrun RANK/WORLD_SIZE, else 0/1
+    aux_dtype: str = 'bf16'           # bf16, or fp8 (e4m3, per-row fp32 scale)
+    topk_dtype: str = 'float16'       # dtype of stored top-k log-probs
+    shard_bytes: int = 256 << 20      # store shard size
+    disk_margin: float = 0.10         # refuse unless free disk >= need x (1 + margin) + 64 MiB
+    free_bytes: int|None = None       # free disk to assume (tests); None: measure
+    probe_samples: int = 2            # time estimate: groups a source with probe() times up front, else results the writer times first (0: none)
+    progress: bool = True             # show a progress bar
+    verbose: bool = True              # print the preflight table, the time estimate and a summary
+    resume: bool = True               # False: refuse an existing non-empty store
+    desc: str = ''                    # progress bar label (default: the engine's name)
+    extra: dict = field(default_factory=dict)   # provenance merged into the manifest's `extra`
+
+    def __post_init__(self):
+        self.aux_dtype = normalize_aux_dtype(self.aux_dtype)
+        if self.limit < 0: raise EagleNbError(f"limit {self.limit}: use 0 (all) or a positive number of samples")
+        self.shard, self.worker, self.num_workers = _parse_shard(self.shard)
+
+@dataclass
+class WriteReport:
+    "What `write_store` did."
+    store: str                    # the store a reader should open (OUT, or this worker's part until the merge)
+    engine: str = ''
+    total: int = 0                # samples of this worker (after limit and shard)
+    stored: int = 0               # written by this run
+    skipped: int = 0              # already in the store (resume)
+    failed: dict = field(default_factory=dict)   # sample id -> (kind, message): never stored
+    tokens: int = 0               # tokens stored by this run
+    seconds: float = 0.0          # time spent computing and writing (a probe's time included)
+    complete: bool = False        # every sample of the run is stored (merged across workers when sharded)
+    merged: bool = False          # this worker merged the parts into OUT
+    groups: int = 0               # groups (batches) computed
+    preflight: Any = None         # the preflight table (pandas DataFrame; numbers in .attrs)
+
+    @property
+    def ok(self) -> bool: return not self.failed
+    @property
+    def tokens_per_s(self) -> float: return self.tokens / self.seconds if self.seconds else float('nan')
+
+    def summary(self) -> str:
+        s = (f"{self.store}: {self.stored} stored, {self.skipped} already there, {len(self.failed)} failed of {self.total} "
+             f"({self.engine}; {self.tokens:,} tokens in {self.seconds:.1f} s, {self.tokens_per_s:,.0f} tokens/s)"
+             + ('' if self.complete else '; not complete: rerun to fetch what is missing'))
+        if self.failed:
+            kinds = Counter(k for k, _ in self.failed.values())
+            s += '\n  failed: ' + ', '.join(f'{k}={v}' for k, v in kinds.most_common())
+            s += ''.join(f'\n  {sid}: {k}: {m}' for sid, (k, m) in list(self.failed.items())[:10])
+        return s
+
+    def to_dict(self) -> dict:
+        return dict(store=self.store, engine=self.engine, total=self.total, stored=self.stored, skipped=self.skipped,
+                    failed={str(k): list(v) for k, v in self.failed.items()}, tokens=self.tokens, seconds=self.seconds,
+                    tokens_per_s=self.tokens_per_s, complete=self.complete, merged=self.merged)
+
+# %% ../nbs/01_extract.ipynb #b386ebd5
+def _nonfinite(x: torch.Tensor) -> str|None:
+    "None if every value is finite, else 'R rows with NaN/inf (first at token t)'."
+    ok = torch.isfinite(x.reshape(x.shape[0], -1)).all(1)
+    if bool(ok.all()): return None
+    bad = (~ok).nonzero()[:, 0]
+    return f'{len(bad)} rows with NaN/inf (first at token {int(bad[0])})'
+
+def check_states(st: SampleStates, req: SampleRequest, n_layers: int, hidden_size: int,
+                 store_final: bool = True, topk: int = 0) -> tuple[str, str]|None:
+    "None if `st` holds exactly the states of `req` (ids, rows, widths, all finite), else (fault kind, message)."
+    if st.failure is not None: return st.failure
+    T, n, H = req.input_ids.numel(), n_layers, hidden_size
+    if st.input_ids is not None:
+        got = torch.as_tensor(st.input_ids).reshape(-1).long()
+        if got.numel() != T or not torch.equal(got, req.input_ids.long()):
+            where = next((i for i, (a, b) in enumerate(zip(got.tolist(), req.input_ids.tolist())) if a != b), min(got.numel(), T))
+            return 'tokens', f'the engine ran {got.numel()} token ids, the request has {T}; first difference at token {where}'
+    if st.aux is None: return 'no_states', 'no aux states returned'
+    aux = st.aux
+    if aux.shape[0] != T: return 'rows', f'{aux.shape[0]} rows for {T} tokens (a prefix cache or chunked prefill cuts rows)'
+    if tuple(aux.shape[1:]) not in ((n, H), (n * H,)):
+        return 'width', f'aux rows are {tuple(aux.shape[1:])}, expected ({n}, {H}) = {n} layers x H (layer ids and model as the store says?)'
+    if store_final:
+        if st.final is None: return 'no_final', 'no final state returned'
+        if tuple(st.final.shape) != (T, H): return ('rows' if st.final.shape[0] != T else 'width'), f'final is {tuple(st.final.shape)}, expected ({T}, {H})'
+    if topk:
+        for name, x in (('topk_ids', st.topk_ids), ('topk_logprobs', st.topk_logprobs)):
+            if x is None or tuple(x.shape) != (T, topk): return 'topk', f'{name} is {None if x is None else tuple(x.shape)}, expected ({T}, {topk})'
+        if st.target_argmax is None or st.target_argmax.numel() != T: return 'topk', f'target_argmax must hold {T} ids'
+    for name, x in (('aux', aux), ('final', st.final if store_final else None)):
+        if x is not None and x.is_floating_point():
+            bad = _nonfinite(x)
+            if bad: return 'nonfinite', f'{name}: {bad}'
+    return None
 
 # %% ../nbs/01_extract.ipynb #0258b9d3
-def _layouts(H: int, n: int, cfg: ExtractConfig) -> dict[str, dict]:
-    k = cfg.topk
+def _layouts(H: int, n: int, aux_dtype: str, store_final: bool, k_run: int, k_show: int, topk_dtype: str) -> dict[str, dict]:
+    "Bytes/token of the common store layouts (and this run's), marking the one this run writes."
+    k = k_show
     d = {'bf16 aux + final': dict(aux_dtype='bfloat16'), 'fp8 aux + final': dict(aux_dtype='float8_e4m3fn'),
          f'bf16 aux + top-{k}': dict(aux_dtype='bfloat16', store_final=False, topk=k),
          f'fp8 aux + top-{k}': dict(aux_dtype='float8_e4m3fn', store_final=False, topk=k)}
-    mine = dict(aux_dtype=cfg.aux_dtype, store_final=cfg.store_final, topk=cfg.k)
+    mine = dict(aux_dtype=aux_dtype, store_final=store_final, topk=k_run)
     if mine not in [{**dict(store_final=True, topk=0), **v} for v in d.values()]:
-        d[f"{'bf16' if cfg.aux_dtype == 'bfloat16' else 'fp8'} aux + final + top-{k}"] = mine
-    return {name: dict(bytes=bytes_per_token(H, n, **{**dict(store_final=True, topk=0), **kw}, topk_dtype=cfg.topk_dtype),
+        d[f"{'bf16' if aux_dtype == 'bfloat16' else 'fp8'} aux + {'final + ' if store_final else ''}top-{k_run}"] = mine
+    return {name: dict(bytes=bytes_per_token(H, n, **{**dict(store_final=True, topk=0), **kw}, topk_dtype=topk_dtype),
                        mine={**dict(store_final=True, topk=0), **kw} == mine) for name, kw in d.items()}
 
 def _length_policy(ds) -> tuple[str, str]:
@@ -255,35 +332,6 @@ def _length_policy(ds) -> tuple[str, str]:
     if 'loss_tokens_in' in p: parts.append(f"{p.get('loss_tokens_lost', 0):,} of {p['loss_tokens_in']:,} loss tokens")
     return head, '; '.join(parts)
 
-def _check_dataset_target(ds, target: Target):
-    "Refuse a dataset tokenized for another tokenizer (its ids would index the wrong embeddings)."
-    m = getattr(ds, 'manifest', None)
-    tok = (m or {}).get('tokenizer') if isinstance(m, dict) else None
-    if not tok: return
-    mine = dict(length=len(target.tokenizer), chat_template_sha256=sha256_bytes((target.chat_template or '').encode()))
-    for k, what in (('length', 'tokenizer size'), ('chat_template_sha256', 'chat template')):
-        if k in tok and tok[k] != mine[k]:
-            raise EagleNbError(f"dataset {getattr(ds, 'path', '')} was tokenized for {m.get('target', {}).get('name')!r}, and its {what} differs from "
-                               f"that of the target {target.name!r}; prepare the data with --target {target.name}")
-
-def _probe(run: RunPlan, target: Target, cfg: ExtractConfig, todo: list[int], cache: dict|None) -> tuple[float, int, float]:
-    "(tokens/s, tokens, seconds spent in all) over up to `cfg.probe_batches` of this run's batches, after one warm-up on the smallest."
-    if not cfg.probe_batches or not todo: return float('nan'), 0, 0.0
-    keep = (lambda j, res: cache.__setitem__(j, res)) if cache is not None else (lambda j, res: None)
-    t_all = time.perf_counter()
-    keep(todo[-1], _forward_batch(run, target, cfg, run.batches[todo[-1]]))   # warm-up: allocator, kernels, lazy inits
-    if len(todo) == 1:  # nothing left to time apart from the warm-up: use it (an overestimate of the time)
-        dt = time.perf_counter() - t_all
-        toks = sum(run.lengths[i] for i in run.batches[todo[0]])
-        return toks / max(dt, 1e-9), toks, dt
-    n = min(cfg.probe_batches, len(todo) - 1)
-    picks = sorted({todo[round(j * (len(todo) - 2) / max(n - 1, 1))] for j in range(n)}) if n > 0 else []
-    toks, secs = 0, 0.0
-    for j in picks:
-        t0 = time.perf_counter(); keep(j, _forward_batch(run, target, cfg, run.batches[j])); secs += time.perf_counter() - t0
-        toks += sum(run.lengths[i] for i in run.batches[j])
-    return toks / max(secs, 1e-9) if toks else float('nan'), toks, time.perf_counter() - t_all
-
 def _fmt_time(s: float) -> str:
     if not math.isfinite(s): return 'unknown'
     return f'{s:.0f} s' if s < 120 else f'{s/60:.1f} min' if s < 7200 else f'{s/3600:.1f} h'
@@ -293,80 +341,100 @@ def _free_disk(path: Path) -> tuple[int, Path]:
     while not p.exists(): p = p.parent
     return shutil.disk_usage(p).free, p
 
-def preflight(data, target: Target, out: Path|str, config: ExtractConfig|None = None, draft_vocab=None,
-              verbose: bool = True, run: RunPlan|None = None,
-              cache: dict|None = None,  # filled with the probe's results {batch index: samples}, for `extract` to reuse
-             ):
-    "Tokens, bytes per layout vs free disk (refuses when it does not fit), measured time estimate, length-policy cuts."
+@dataclass
+class WritePlan:
+    "What one worker of a `write_store` run will do, decided before anything is written."
+    ds: Any                        # the opened dataset
+    ids: list[str]                 # sample ids, dataset order (after limit)
+    lengths: list[int]
+    groups: list[list[int]]        # the source's groups of dataset indices (all workers); one sample each without a plan
+    mine: list[int]                # indices into `groups` this worker computes
+    part: Path                     # where this worker writes: OUT, or OUT/parts/i-of-n
+    out: Path
+    info: TargetInfo
+
+    def stored_ids(self) -> set[str]:
+        "Ids already in this worker's store (empty when it does not exist yet)."
+        f = self.part/'manifest.json'
+        return {s['id'] for s in read_json(f)['samples']} if f.exists() else set()
+
+    def request(self, i: int, group: int = 0) -> SampleRequest:
+        "The request for dataset index `i` (its token count checked against the index)."
+        r = self.ds[i]
+        ids = torch.as_tensor(r['input_ids']).reshape(-1).long()
+        if ids.numel() != self.lengths[i]: raise EagleNbError(f"sample {self.ids[i]!r}: {ids.numel()} tokens, the dataset index says {self.lengths[i]}")
+        m = r.get('loss_mask') if hasattr(r, 'get') else r['loss_mask']
+        mask = torch.ones(ids.numel(), dtype=torch.uint8) if m is None else torch.as_tensor(m).reshape(-1)
+        return SampleRequest(self.ids[i], ids, mask, group)
+
+class _GroupRequests(Sequence):
+    "Lazy requests of some groups: `[j]` -> the requests of group `groups[j]`; built when asked for."
+    def __init__(self, plan: WritePlan, js: list[int]): self.plan, self.js = plan, js
+    def __len__(self): return len(self.js)
+    def __getitem__(self, j): g = self.js[j]; return [self.plan.request(i, g) for i in self.plan.groups[g]]
+
+def plan_write(source, dataset, out: Path|str, config: WriteConfig, target=None) -> WritePlan:
+    "Open the dataset, apply limit, let the source plan its groups, take this worker's share."
+    info = TargetInfo.of(target if target is not None else getattr(source, 'target', None) or _no_target(source))
+    ds = open_dataset(dataset)
+    ids, lengths = dataset_index(ds)
+    if config.limit: ids, lengths = ids[:config.limit], lengths[:config.limit]
+    if not ids: raise EagleNbError("dataset is empty: nothing to extract")
+    bad = [k for k in source.layer_ids if not 0 <= int(k) <= info.num_layers]
+    if bad or not source.layer_ids: raise EagleNbError(f"layers {list(source.layer_ids)}: each must be in 0..{info.num_layers} for {info.name} (HF hidden_states index)")
+    if hasattr(source, 'prepare'): source.prepare(ds, lengths)
+    groups = source.plan(lengths) if hasattr(source, 'plan') else [[i] for i in range(len(ids))]
+    out = Path(out)
+    part = out if config.num_workers == 1 else out/'parts'/f'{config.worker}-of-{config.num_workers}'
+    return WritePlan(ds, ids, lengths, groups, list(range(config.worker, len(groups), config.num_workers)), part, out, info)
+
+def _no_target(source):
+    raise EagleNbError(f"{type(source).__name__}: write_store needs the target (a Target, TargetInfo, name or directory): pass target=")
+
+def write_preflight(plan: WritePlan, source, config: WriteConfig, verbose: bool = True):
+    "Tokens, bytes per layout vs free disk (refuses when it does not fit), a measured time estimate, length-policy cuts."
     import pandas as pd
-    cfg = config or ExtractConfig()
-    run = run or plan_run(data, target, out, cfg, draft_vocab)
-    done = run.stored_ids()
-    mine = [i for b in run.batches for i in b]
-    todo = [i for i in mine if run.ids[i] not in done]
-    tokens = sum(run.lengths[i] for i in todo)
-    H, n = target.hidden_size, len(run.layer_ids)
-    rows = [('samples', f'{len(todo):,} to extract', f'{len(run.ids):,} in the run, {len(mine) - len(todo):,} of this worker\'s already stored'),
-            ('tokens', f'{tokens:,}', f'mean length {tokens / max(len(todo), 1):.0f}, longest {max((run.lengths[i] for i in todo), default=0):,}'),
-            ('batches', f'{len(run.batches):,}', f'worker {cfg.worker}/{cfg.num_workers} of {run.all_batches:,}; token budget {cfg.token_budget:,}, padding +{padding_overhead(run.batches, run.lengths):.1%}'),
-            ('aux layers', str(run.layer_ids), f'canonical HF ids of {target.num_layers} layers; + final (post-norm)' if cfg.store_final else 'canonical HF ids')]
+    cfg, info = config, plan.info
+    done = plan.stored_ids()
+    mine = [i for j in plan.mine for i in plan.groups[j]]
+    todo = [i for i in mine if plan.ids[i] not in done]
+    tokens = sum(plan.lengths[i] for i in todo)
+    H, n = info.hidden_size, len(source.layer_ids)
+    detail = source.plan_detail(plan.groups, plan.lengths) if hasattr(source, 'plan_detail') else ''
+    rows = [('samples', f'{len(todo):,} to extract', f'{len(plan.ids):,} in the run, {len(mine) - len(todo):,} of this worker\'s already stored'),
+            ('tokens', f'{tokens:,}', f'mean length {tokens / max(len(todo), 1):.0f}, longest {max((plan.lengths[i] for i in todo), default=0):,}'),
+            ('batches', f'{len(plan.mine):,}', f'worker {cfg.worker}/{cfg.num_workers} of {len(plan.groups):,}' + (f'; {detail}' if detail else '')),
+            ('aux layers', str(list(source.layer_ids)), f'canonical HF ids of {info.num_layers} layers; + final (post-norm)' if source.store_final else 'canonical HF ids')]
     sf = specforge_bytes_per_token(H)
     need = 0
-    for name, lay in _layouts(H, n, cfg).items():
+    lays = _layouts(H, n, cfg.aux_dtype, source.store_final, source.topk, getattr(source, 'layout_topk', source.topk or 20), cfg.topk_dtype)
+    for name, lay in lays.items():
         rows.append((f'layout: {name}', f"{lay['bytes']:,} B/token", f"{lay['bytes'] / sf:.2f}x SpecForge 8H, {lay['bytes'] * tokens / 2**30:.2f} GiB" + ('  <- this run' if lay['mine'] else '')))
         if lay['mine']: need = lay['bytes'] * tokens
     rows.append(('layout: SpecForge 8H', f'{sf:,} B/token', f'bf16 aux 3H + final H (+ its padding), {sf * tokens / 2**30:.2f} GiB'))
-    free, where = (cfg.free_bytes, run.part) if cfg.free_bytes is not None else _free_disk(run.part)
+    free, where = (cfg.free_bytes, plan.part) if cfg.free_bytes is not None else _free_disk(plan.part)
     want = need * (1 + cfg.disk_margin) + (64 << 20) * (tokens > 0)
     rows.append(('disk', f'{need / 2**30:.2f} GiB needed', f'{free / 2**30:.2f} GiB free at {where} (margin {cfg.disk_margin:.0%} + 64 MiB)'))
-    pol, cut = _length_policy(run.ds)
-    rows.append(('length policy', pol, cut))
+    rows.append(('length policy', *_length_policy(plan.ds)))
     df = pd.DataFrame(rows, columns=['item', 'value', 'detail']).set_index('item')
-    df.attrs.update(samples=len(todo), tokens=tokens, need_bytes=need, free_bytes=free, batches=len(run.batches))
+    df.attrs.update(samples=len(todo), tokens=tokens, need_bytes=need, free_bytes=free, batches=len(plan.mine))
     if want > free:
         if verbose: print(df.to_string())
         raise EagleNbError(f"not enough disk at {where}: this run needs {need / 2**30:.2f} GiB (+{cfg.disk_margin:.0%} margin) for {tokens:,} tokens "
                            f"and {free / 2**30:.2f} GiB are free; free space, choose --aux-dtype fp8 / --signal topk, or --out elsewhere")
-    todo_batches = [j for j, b in enumerate(run.batches) if any(run.ids[i] not in done for i in b)]
-    tps, probed, probe_s = _probe(run, target, cfg, todo_batches, cache)
+    tps, probed, probe_s, how = float('nan'), 0, 0.0, 'no probe'
+    if hasattr(source, 'probe') and cfg.probe_samples:
+        todo_groups = [j for j in plan.mine if any(plan.ids[i] not in done for i in plan.groups[j])]
+        tps, probed, probe_s = source.probe(_GroupRequests(plan, todo_groups))
+        how = f'{tps:,.0f} tokens/s measured on {probed:,} tokens; probe batches are kept, not redone' if probed else 'no probe'
+    elif cfg.probe_samples and tokens: how = f'measured on the first {cfg.probe_samples} samples of the run (printed then)'
     eta = tokens / tps if tps == tps else float('nan')
-    df.loc['time'] = (f'~{_fmt_time(eta)}', f'{tps:,.0f} tokens/s measured on {probed:,} tokens ({target.dtype}, {target.device}); probe batches are kept, not redone' if probed else 'no probe')
+    df.loc['time'] = (f'~{_fmt_time(eta)}', how)
     df.attrs.update(tokens_per_s=tps, eta_s=eta, probe_seconds=probe_s)
     if verbose: print(df.to_string())
     return df
 
 # %% ../nbs/01_extract.ipynb #81632856
-@torch.no_grad()
-def _forward_batch(run: RunPlan, target: Target, cfg: ExtractConfig, batch: list[int]) -> list[dict]:
-    "Capture one batch; returns per-sample dicts of CPU tensors, real tokens only."
-    rows = [run.ds[i] for i in batch]
-    toks = [torch.as_tensor(r['input_ids']).reshape(-1).long() for r in rows]
-    for i, t in zip(batch, toks):
-        if t.numel() != run.lengths[i]: raise EagleNbError(f"sample {run.ids[i]!r}: {t.numel()} tokens, the dataset index says {run.lengths[i]}")
-    Tmax = max(t.numel() for t in toks)
-    ids = torch.zeros(len(toks), Tmax, dtype=torch.long)            # (B, T) right-padded; pad id 0 (rows discarded)
-    for b, t in enumerate(toks): ids[b, :t.numel()] = t
-    aux, final = capture_hidden_states(target, ids, None, run.layer_ids)   # (B, T, n, H), (B, T, H)
-    out = []
-    for b, (r, t) in enumerate(zip(rows, toks)):
-        T = t.numel()
-        out.append(dict(sample_id=str(r['id']), input_ids=t, loss_mask=torch.as_tensor(r['loss_mask']).reshape(-1),
-                        aux=aux[b, :T].cpu(), final=final[b, :T].cpu() if cfg.store_final else None))
-    if cfg.k:
-        real = torch.cat([final[b, :t.numel()] for b, t in enumerate(toks)])          # (N_real, H)
-        ti, tl, am = draft_topk(target, real, run.draft_target_ids, cfg.k)
-        a = 0
-        for o in out:
-            T = o['input_ids'].numel()
-            o.update(topk_ids=ti[a:a + T].cpu(), topk_logprobs=tl[a:a + T].cpu(), target_argmax=am[a:a + T].cpu()); a += T
-    return out
-
-def _engine(target: Target, cfg: ExtractConfig) -> dict:
-    import transformers
-    return dict(name='hf', dtype=str(target.dtype).replace('torch.', ''), device=str(target.device), torch=torch.__version__,
-                transformers=transformers.__version__, capture='forward pre-hooks on decoder layers + final-norm hook, base model only',
-                token_budget=cfg.token_budget, max_batch=cfg.max_batch)
-
 class _NoBar:
     def update(self, n=1): pass
     def close(self): pass
@@ -381,6 +449,196 @@ def _try_merge(out: Path, n: int) -> bool:
         raise
     return True
 
+def write_store(source: Source,                # the engine adapter (HFSource, SGLang, vLLM, files, ...)
+                dataset,                       # dataset dir, .jsonl, or a sequence of dict(id, input_ids, loss_mask)
+                out: Path|str,                 # store directory (created or resumed)
+                config: WriteConfig|None = None,
+                target=None,                   # Target / TargetInfo / describe() dict / name / dir; default: source.target
+               ) -> WriteReport:
+    "Write `source`'s states for `dataset` into the store at `out`: resumable, preflighted, every sample validated."
+    cfg = config or WriteConfig()
+    plan = plan_write(source, dataset, out, cfg, target)
+    pf = write_preflight(plan, source, cfg, verbose=cfg.verbose)
+    info, n, H = plan.info, len(source.layer_ids), plan.info.hidden_size
+    engine = source.engine_record()
+    store = HiddenStateStore.create(plan.part, target=info.to_dict(), layer_ids=list(source.layer_ids), engine=engine,
+                                    source_layer_ids=source.source_layer_ids, source_convention=source.source_convention,
+                                    aux_dtype=cfg.aux_dtype, store_final=source.store_final, topk=source.topk,
+                                    topk_dtype=cfg.topk_dtype, draft_vocab=getattr(source, 'draft_vocab', None),
+                                    shard_bytes=cfg.shard_bytes, resume=cfg.resume,
+                                    extra=dict(dataset=str(dataset) if isinstance(dataset, (str, Path)) else 'in-memory',
+                                               samples=len(plan.ids), limit=cfg.limit, worker=cfg.shard, **cfg.extra))
+    mine = [i for j in plan.mine for i in plan.groups[j]]
+    rep = WriteReport(str(plan.part), engine=str(engine.get('name', type(source).__name__)), total=len(mine), preflight=pf)
+    rep.skipped = sum(plan.ids[i] in store for i in mine)
+    todo = [j for j in plan.mine if any(plan.ids[i] not in store for i in plan.groups[j])]
+    rep.groups = len(todo)
+    missing = {plan.ids[i] for j in todo for i in plan.groups[j] if plan.ids[i] not in store}
+    total = sum(plan.lengths[i] for j in todo for i in plan.groups[j] if plan.ids[i] in missing)
+    asked: dict[str, SampleRequest] = {}
+
+    def requests():   # whole groups in plan order (a group cut by a crash is recomputed whole: bit-identical states)
+        for j in todo:
+            for i in plan.groups[j]:
+                r = plan.request(i, j); asked[r.sample_id] = r; yield r
+
+    desc = cfg.desc or rep.engine + (f' {cfg.worker}/{cfg.num_workers}' if cfg.num_workers > 1 else '')
+    bar = progress(total=total, desc=desc, unit='tok') if cfg.progress and todo else _NoBar()
+    t0, timed = time.perf_counter(), not (cfg.probe_samples and cfg.verbose and not hasattr(source, 'probe'))
+    try:
+        for st in source.states(requests()):
+            sid = str(st.sample_id)
+            req = asked.pop(sid, None)
+            if req is None: raise EagleNbError(f"{type(source).__name__}: answered sample {sid!r}, which was not asked for (or twice)")
+            if sid not in missing: continue                                   # stored before a crash cut its group
+            missing.discard(sid)
+            bad = check_states(st, req, n, H, source.store_final, source.topk)
+            if bad: rep.failed[sid] = bad; continue
+            store.add(sid, req.input_ids, req.loss_mask, st.aux, final=st.final if source.store_final else None,
+                      topk_ids=st.topk_ids, topk_logprobs=st.topk_logprobs, target_argmax=st.target_argmax)
+            T = req.input_ids.numel()
+            rep.stored += 1; rep.tokens += T; bar.update(T)
+            if not timed and rep.stored >= cfg.probe_samples:
+                timed, dt = True, time.perf_counter() - t0
+                rate = rep.tokens / max(dt, 1e-9)
+                print(f"time: ~{_fmt_time((total - rep.tokens) / rate)} left ({rate:,.0f} tokens/s measured on the first {rep.stored} samples)")
+        for sid in sorted(missing): rep.failed[sid] = ('missing', f'{type(source).__name__} returned nothing for this sample')
+        rep.complete = not rep.failed and all(plan.ids[i] in store for i in mine)
+        store.close(complete=rep.complete)
+    except BaseException:
+        try: store.close()                # keep what was validated; the store stays resumable
+        except BaseException: store.abort()
+        raise
+    finally: bar.close()
+    rep.seconds = time.perf_counter() - t0 + pf.attrs.get('probe_seconds', 0.0)   # a probe's batches were part of the work
+    if cfg.num_workers > 1 and rep.complete:
+        rep.merged = _try_merge(plan.out, cfg.num_workers)
+        if rep.merged: rep.store = str(plan.out)
+    elif cfg.num_workers == 1: rep.store = str(plan.out)
+    if cfg.verbose: print(rep.summary())
+    return rep
+
+# %% ../nbs/01_extract.ipynb #41f7ae52
+def _check_dataset_target(ds, target: Target):
+    "Refuse a dataset tokenized for another tokenizer (its ids would index the wrong embeddings)."
+    m = getattr(ds, 'manifest', None)
+    tok = (m or {}).get('tokenizer') if isinstance(m, dict) else None
+    if not tok: return
+    mine = dict(length=len(target.tokenizer), chat_template_sha256=sha256_bytes((target.chat_template or '').encode()))
+    for k, what in (('length', 'tokenizer size'), ('chat_template_sha256', 'chat template')):
+        if k in tok and tok[k] != mine[k]:
+            raise EagleNbError(f"dataset {getattr(ds, 'path', '')} was tokenized for {m.get('target', {}).get('name')!r}, and its {what} differs from "
+                               f"that of the target {target.name!r}; prepare the data with --target {target.name}")
+
+def _draft_vocab(draft_vocab, ds) -> tuple[torch.Tensor, dict]:
+    "(draft -> target ids, manifest record) from a DraftVocab, a d2t tensor, or the dataset's own draft vocab."
+    if draft_vocab is None:
+        if not hasattr(ds, 'draft_vocab'): raise EagleNbError("signal topk needs a draft vocabulary: pass draft_vocab=(d2t) or use a dataset from `eagle-nb prepare`")
+        draft_vocab = ds.draft_vocab()
+    d2t = torch.as_tensor(getattr(draft_vocab, 'd2t', draft_vocab)).to(torch.int64).reshape(-1)
+    token_ids = torch.arange(d2t.numel()) + d2t                      # ascending target ids of the draft vocab
+    # the hash the trainer checks (eagle_nb.train.vocab_sha256): sha256 of the ascending target ids, int64
+    return token_ids, dict(size=int(d2t.numel()), sha256=sha256_bytes(token_ids.numpy().tobytes()), ids='draft ids; target id = draft_id + d2t[draft_id]')
+
+def _write_config(cfg: ExtractConfig, verbose: bool = True) -> WriteConfig:
+    "The writer's part of an `ExtractConfig`."
+    return WriteConfig(limit=cfg.limit, shard=cfg.shard, aux_dtype=cfg.aux_dtype, topk_dtype=cfg.topk_dtype, shard_bytes=cfg.shard_bytes,
+                       disk_margin=cfg.disk_margin, free_bytes=cfg.free_bytes, probe_samples=cfg.probe_batches, progress=cfg.progress,
+                       verbose=verbose, desc='extract')
+
+class HFSource:
+    "The in-process transformers backend: hooked forwards over length-bucketed batches, optional top-k over the draft vocab."
+    source_layer_ids, source_convention = None, None
+
+    def __init__(self, target: Target|str,            # a Target, or a name/path for load_target
+                 config: ExtractConfig|None = None,
+                 draft_vocab=None):                    # DraftVocab or d2t for signal topk (default: the dataset's)
+        cfg = self.config = config or ExtractConfig()
+        if isinstance(target, (str, Path)): target = load_target(target, dtype=getattr(torch, cfg.dtype) if cfg.dtype else None)
+        self.target = target
+        self.layer_ids = target.default_aux_layers() if cfg.layers == 'auto' else list(cfg.layers)
+        if any(not 0 <= k < target.num_layers for k in self.layer_ids):
+            raise EagleNbError(f"layers {self.layer_ids}: aux ids must be in 0..{target.num_layers - 1} for {target.name} (HF hidden_states index)")
+        self.store_final, self.topk, self.layout_topk = cfg.store_final, cfg.k, cfg.topk
+        self._draft_arg, self.draft_target_ids, self.draft_vocab = draft_vocab, None, None
+        self._cache: dict[int, list[SampleStates]] = {}     # probe results by group, yielded instead of recomputed
+
+    def prepare(self, ds, lengths):
+        "Refuse a dataset of another tokenizer; resolve the draft vocabulary for top-k."
+        _check_dataset_target(ds, self.target)
+        if self.topk:
+            self.draft_target_ids, self.draft_vocab = _draft_vocab(self._draft_arg, ds)
+            if int(self.draft_target_ids.max()) >= self.target.vocab_size:
+                raise EagleNbError(f"draft vocab maps to target id {int(self.draft_target_ids.max())} >= vocab {self.target.vocab_size}: it belongs to another target")
+
+    def plan(self, lengths): return plan_batches(lengths, self.config.token_budget, self.config.max_batch)
+    def plan_detail(self, groups, lengths):
+        return f'token budget {self.config.token_budget:,}, padding +{padding_overhead(groups, lengths):.1%}'
+
+    def engine_record(self) -> dict:
+        import transformers
+        t = self.target
+        return dict(name='hf', dtype=str(t.dtype).replace('torch.', ''), device=str(t.device), torch=torch.__version__,
+                    transformers=transformers.__version__, capture='forward pre-hooks on decoder layers + final-norm hook, base model only',
+                    token_budget=self.config.token_budget, max_batch=self.config.max_batch)
+
+    @torch.no_grad()
+    def _forward(self, reqs: list[SampleRequest]) -> list[SampleStates]:
+        "One right-padded batch through the hooked forward; per sample its real rows only, on the CPU."
+        toks = [r.input_ids for r in reqs]
+        ids = torch.zeros(len(toks), max(t.numel() for t in toks), dtype=torch.long)   # (B, T) right-padded; pad id 0 (rows discarded)
+        for b, t in enumerate(toks): ids[b, :t.numel()] = t
+        aux, final = capture_hidden_states(self.target, ids, None, self.layer_ids)     # (B, T, n, H), (B, T, H)
+        out = [SampleStates(r.sample_id, input_ids=r.input_ids, aux=aux[b, :r.input_ids.numel()].cpu(),
+                            final=final[b, :r.input_ids.numel()].cpu() if self.store_final else None) for b, r in enumerate(reqs)]
+        if self.topk:
+            real = torch.cat([final[b, :t.numel()] for b, t in enumerate(toks)])           # (N_real, H)
+            ti, tl, am = draft_topk(self.target, real, self.draft_target_ids, self.topk)
+            a = 0
+            for o, t in zip(out, toks):
+                T = t.numel()
+                o.topk_ids, o.topk_logprobs, o.target_argmax = ti[a:a + T].cpu(), tl[a:a + T].cpu(), am[a:a + T].cpu(); a += T
+        return out
+
+    def probe(self, groups) -> tuple[float, int, float]:
+        "(tokens/s, tokens, seconds in all) over up to `probe_batches` groups, after one warm-up on the smallest; results kept."
+        n_probe = self.config.probe_batches
+        if not n_probe or not len(groups): return float('nan'), 0, 0.0
+        def run(j):
+            reqs = groups[j]; self._cache[reqs[0].group] = self._forward(reqs)
+            return sum(r.input_ids.numel() for r in reqs)
+        t_all = time.perf_counter()
+        toks = run(len(groups) - 1)                    # warm-up: allocator, kernels, lazy inits
+        if len(groups) == 1:                           # nothing left to time apart from the warm-up: use it (an overestimate)
+            dt = time.perf_counter() - t_all
+            return toks / max(dt, 1e-9), toks, dt
+        n = min(n_probe, len(groups) - 1)
+        picks = sorted({round(j * (len(groups) - 2) / max(n - 1, 1)) for j in range(n)})
+        toks, secs = 0, 0.0
+        for j in picks:
+            t0 = time.perf_counter(); toks += run(j); secs += time.perf_counter() - t0
+        return toks / max(secs, 1e-9) if toks else float('nan'), toks, time.perf_counter() - t_all
+
+    def states(self, requests: Iterable[SampleRequest]) -> Iterator[SampleStates]:
+        "Batches = consecutive requests of one plan group; a probed group's results are yielded, not recomputed."
+        batch = []
+        for r in requests:
+            if batch and r.group != batch[0].group:
+                yield from self._cache.pop(batch[0].group, None) or self._forward(batch); batch = []
+            batch.append(r)
+        if batch: yield from self._cache.pop(batch[0].group, None) or self._forward(batch)
+
+    def close(self): self._cache.clear()
+
+# %% ../nbs/01_extract.ipynb #767ea2d2
+def preflight(data, target: Target, out: Path|str, config: ExtractConfig|None = None, draft_vocab=None,
+              verbose: bool = True):
+    "The HF backend's preflight: the writer's table (tokens, bytes per layout vs free disk, length policy) and a measured time."
+    cfg = config or ExtractConfig()
+    src = HFSource(target, cfg, draft_vocab)
+    wc = _write_config(cfg, verbose)
+    return write_preflight(plan_write(src, data, out, wc), src, wc, verbose=verbose)
+
 def extract(data,                               # dataset dir, .jsonl, or a sequence of dict(id, input_ids, loss_mask)
             target: Target|str,                 # a Target, or a name/path for load_target
             out: Path|str,                      # store directory (created or resumed)
@@ -388,58 +646,27 @@ def extract(data,                               # dataset dir, .jsonl, or a sequ
             draft_vocab=None,                   # DraftVocab or d2t for signal topk (default: the dataset's)
             verbose: bool = True,               # print the preflight table and a summary
            ) -> HiddenStateStore:
-    "Extract aux + final states (or top-k) of `data` into the store at `out`; resumable. Returns it opened read-only."
+    "Extract aux + final states (or top-k) of `data` into the store at `out` with `HFSource` and `write_store`; returns it opened."
     cfg = config or ExtractConfig()
-    if isinstance(target, (str, Path)): target = load_target(target, dtype=getattr(torch, cfg.dtype) if cfg.dtype else None)
-    run = plan_run(data, target, out, cfg, draft_vocab)
-    cache = {}
-    pf = preflight(data, target, out, cfg, verbose=verbose, run=run, cache=cache)
-    store = HiddenStateStore.create(run.part, target=target.describe(), layer_ids=run.layer_ids, engine=_engine(target, cfg),
-                                    aux_dtype=cfg.aux_dtype, store_final=cfg.store_final, topk=cfg.k, topk_dtype=cfg.topk_dtype,
-                                    draft_vocab=run.draft_vocab, shard_bytes=cfg.shard_bytes,
-                                    extra=dict(dataset=str(data) if isinstance(data, (str, Path)) else 'in-memory', samples=len(run.ids),
-                                               limit=cfg.limit, worker=cfg.shard))
-    todo = [j for j, b in enumerate(run.batches) if any(run.ids[i] not in store for i in b)]
-    total = sum(run.lengths[i] for j in todo for i in run.batches[j] if run.ids[i] not in store)
-    t0, done = time.perf_counter(), 0
-    desc = f'extract {cfg.worker}/{cfg.num_workers}' if cfg.num_workers > 1 else 'extract'
-    bar = progress(total=total, desc=desc, unit='tok') if cfg.progress else _NoBar()
-    try:
-        for j in todo:
-            for s in cache.pop(j, None) or _forward_batch(run, target, cfg, run.batches[j]):
-                if s['sample_id'] in store: continue        # stored before a crash cut this batch
-                store.add(**s); done += s['input_ids'].numel(); bar.update(s['input_ids'].numel())
-        store.close(complete=True)
-    except BaseException:
-        store.abort(); raise
-    finally: bar.close()
-    secs = time.perf_counter() - t0 + pf.attrs.get('probe_seconds', 0.0)   # the probe's batches were part of the work
-    merged = cfg.num_workers > 1 and _try_merge(run.out, cfg.num_workers)
-    res = HiddenStateStore.open(run.out if cfg.num_workers == 1 or merged else run.part)
-    res.run_stats = dict(tokens=done, seconds=secs, tokens_per_s=done / secs if secs else float('nan'), batches=len(todo),
-                         preflight=pf, merged=merged)
-    if verbose: print(f"extracted {done:,} tokens in {secs:.1f} s ({res.run_stats['tokens_per_s']:,.0f} tokens/s) -> {res}")
+    src = HFSource(target, cfg, draft_vocab)
+    try: rep = write_store(src, data, out, _write_config(cfg, verbose))
+    finally: src.close()
+    res = HiddenStateStore.open(rep.store)
+    res.report = rep
+    res.run_stats = dict(tokens=rep.tokens, seconds=rep.seconds, tokens_per_s=rep.tokens_per_s, batches=rep.groups,
+                         preflight=rep.preflight, merged=rep.merged)
     return res
 
-# %% ../nbs/01_extract.ipynb #c2d0cecf
-def target_description(name_or_path: str) -> dict:
-    "`Target.describe()` of a registered name or HF directory, without loading weights (meta device)."
-    from eagle_nb.target import TARGETS
-    if name_or_path.startswith('tiny-'): return load_target(name_or_path).describe()
-    path = TARGETS[name_or_path]() if name_or_path in TARGETS else Path(name_or_path).expanduser()
-    if not (Path(path)/'config.json').exists(): raise EagleNbError(f"target {name_or_path!r}: not a registered name and not a directory with config.json")
-    from transformers import AutoConfig, AutoModelForCausalLM
-    with torch.device('meta'): model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
-    return Target(model, None, name_or_path if name_or_path in TARGETS else str(path), Path(path)).describe()
-
 # %% ../nbs/01_extract.ipynb #8b7fdd0f
-def _parse_extract_args(argv: list[str]):
+def extract_arg_parser(backends: Sequence[str] = ('hf', 'sglang', 'vllm')) -> argparse.ArgumentParser:
+    "The flags of `eagle-nb extract` (the backend registry lives in `eagle_nb.cli`)."
     ap = argparse.ArgumentParser(prog='eagle-nb extract', description='target hidden states -> verified store (resumable)')
     ap.add_argument('--data', required=True, help='tokenized dataset directory (eagle-nb prepare) or a .jsonl of {id, input_ids, loss_mask}')
     ap.add_argument('--target', default='smollm2-135m', help='smollm2-135m, tiny-<arch>, or an HF model directory')
-    ap.add_argument('--backend', default='hf', choices=['hf', 'sglang'], help='hf: in-process transformers; sglang: SGLang server(s)')
-    ap.add_argument('--url', action='append', default=[], help='SGLang server URL (repeat to fan out); --backend sglang only')
+    ap.add_argument('--backend', default='hf', help=f"{' | '.join(backends)}; hf: in-process transformers; sglang: SGLang server(s); vllm: vLLM")
+    ap.add_argument('--url', action='append', default=[], help='server URL (repeat to fan out); server backends only')
     ap.add_argument('--final-url', action='append', default=[], help='SGLang servers of the same model without aux capture (final states); --backend sglang only')
+    ap.add_argument('--engine-arg', action='append', default=[], metavar='KEY=VALUE', help='an engine argument passed to the backend (repeat)')
     ap.add_argument('--layers', default='auto', help="aux layer ids, canonical HF hidden_states index: auto ([2, L//2, L-3]) or a,b,c")
     ap.add_argument('--aux-dtype', default='bf16', choices=['bf16', 'fp8'], help='aux storage: bf16, or fp8 e4m3 with a per-row scale')
     ap.add_argument('--signal', default='final', choices=list(SIGNALS), help='target signal: final state, top-k log-probs over the draft vocab, or both')
@@ -452,30 +679,25 @@ def _parse_extract_args(argv: list[str]):
     ap.add_argument('--shard-mib', type=int, default=256, help='store shard size in MiB')
     ap.add_argument('--probe-batches', type=int, default=2, help='batches timed by the preflight (0: skip)')
     ap.add_argument('--out', required=True, help='store directory (resumed if it exists)')
-    return ap.parse_args(argv)
+    return ap
 
-def extract_main(argv: list[str]) -> int:
-    "`eagle-nb extract`: tokenized dataset -> hidden-state store, with preflight, progress and resume."
-    a = _parse_extract_args(argv)
-    cfg = ExtractConfig(layers=a.layers, aux_dtype=a.aux_dtype, signal=a.signal, topk=a.topk, shard=a.shard, token_budget=a.token_budget,
-                        max_batch=a.max_batch, limit=a.limit, dtype=a.dtype, shard_bytes=a.shard_mib << 20, probe_batches=a.probe_batches)
-    if a.backend == 'sglang':
-        try: from eagle_nb.sglang import extract_via_sglang
-        except ImportError as e: raise EagleNbError(f"--backend sglang is not available in this build ({e}); use --backend hf") from None
-        if not a.url: raise EagleNbError("--backend sglang needs at least one --url http://HOST:PORT")
-        if cfg.signal != 'final' or cfg.num_workers > 1: raise EagleNbError("--signal topk/both and --shard are options of --backend hf; SGLang fans out over --url servers")
-        info = target_description(a.target)
-        L = info['num_layers']
-        layers = [2, L // 2, L - 3] if cfg.layers == 'auto' else cfg.layers
-        rep = extract_via_sglang(a.data, info, a.out, a.url, layer_ids=layers, final_urls=a.final_url or None,
-                                 aux_dtype=cfg.aux_dtype, limit=cfg.limit or None)
-        print(rep.summary())
-        if not rep.ok: return 1
-        store = HiddenStateStore.open(a.out)
-    else:
-        if a.url or a.final_url: raise EagleNbError("--url/--final-url are for --backend sglang; the hf backend runs the target in this process")
-        store = extract(a.data, a.target, a.out, cfg)
-    from eagle_nb.store import verify_store
-    rep = verify_store(store.path, check_samples=False)
-    print(rep)
-    return 0 if rep.ok else 1
+def extract_config_from_args(a: argparse.Namespace) -> ExtractConfig:
+    "The `ExtractConfig` that `eagle-nb extract`'s flags describe."
+    return ExtractConfig(layers=a.layers, aux_dtype=a.aux_dtype, signal=a.signal, topk=a.topk, shard=a.shard, token_budget=a.token_budget,
+                         max_batch=a.max_batch, limit=a.limit, dtype=a.dtype, shard_bytes=a.shard_mib << 20, probe_batches=a.probe_batches)
+
+def engine_args(a: argparse.Namespace) -> dict:
+    "`--engine-arg KEY=VALUE` flags as a dict (values parsed as JSON when they are JSON: 2, true, 0.8)."
+    import json
+    out = {}
+    for kv in getattr(a, 'engine_arg', None) or []:
+        if '=' not in kv: raise EagleNbError(f"--engine-arg {kv!r}: use KEY=VALUE, e.g. tensor_parallel_size=2")
+        k, v = kv.split('=', 1)
+        try: out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError: out[k.strip()] = v
+    return out
+
+def source_from_args(a: argparse.Namespace) -> HFSource:
+    "`--backend hf`: the target loaded in this process (`a.config` is the ExtractConfig of the flags)."
+    if a.url or a.final_url: raise EagleNbError("--url/--final-url are for server backends (--backend sglang); the hf backend runs the target in this process")
+    return HFSource(a.target, getattr(a, 'config', None) or extract_config_from_args(a))

@@ -8,16 +8,18 @@ import argparse, gzip, io, json, re, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 from .core import EagleNbError, progress
+from .target import TargetInfo
+from .extract import SampleRequest, SampleStates, WriteConfig, write_store
 from .sglang import split_hidden_states, states_from_list, validate_states, ResponseError, FAULT_KINDS
 
 # %% auto #0
-__all__ = ['CONVENTIONS', 'to_canonical', 'default_source_ids', 'describe_target', 'ImportReport', 'FormatError',
-           'write_vllm_file', 'read_vllm_file', 'import_vllm', 'write_specforge_file', 'read_specforge_file',
+__all__ = ['CONVENTIONS', 'to_canonical', 'default_source_ids', 'ImportReport', 'FormatError', 'write_vllm_file',
+           'read_vllm_file', 'FileSource', 'import_vllm', 'write_specforge_file', 'read_specforge_file',
            'import_specforge', 'parse_sglang_record', 'import_sglang_json', 'import_main']
 
 # %% ../nbs/01c_formats.ipynb #06ac4dc2
@@ -36,25 +38,6 @@ def default_source_ids(convention: str, num_layers: int) -> list[int]:
     L = num_layers
     return [1, L // 2 - 1, L - 4] if convention == 'specforge' else [2, L // 2, L - 3]
 
-# %% ../nbs/01c_formats.ipynb #648ffc43
-def describe_target(name_or_path) -> dict:
-    "Target.describe() of a target given as a Target, a describe() dict, a registered/tiny name, or an HF directory (config only)."
-    from eagle_nb.target import Target, load_target, TARGETS
-    if hasattr(name_or_path, 'describe'): return name_or_path.describe()
-    if isinstance(name_or_path, dict): return dict(name_or_path)
-    name = str(name_or_path)
-    if name.startswith('tiny-') or name in TARGETS: return load_target(name).describe()
-    path = Path(name).expanduser()
-    if not (path/'config.json').exists():
-        raise EagleNbError(f"target {name!r}: not a registered name ({', '.join(TARGETS)}, tiny-<arch>) and not a directory with config.json")
-    from transformers import AutoConfig
-    cfg = AutoConfig.from_pretrained(path)
-    cfg = getattr(cfg, 'text_config', None) or cfg
-    dt = getattr(cfg, 'dtype', None) or cfg.to_dict().get('torch_dtype')
-    return dict(name=str(path), architecture=(cfg.architectures or [type(cfg).__name__])[0], model_type=cfg.model_type,
-                num_layers=int(cfg.num_hidden_layers), hidden_size=int(cfg.hidden_size), vocab_size=int(cfg.vocab_size),
-                config_hash=Target.config_hash.fget(SimpleNamespace(config=cfg)), dtype=str(dt).replace('torch.', '') if dt else None)
-
 # %% ../nbs/01c_formats.ipynb #3cda27ca
 @dataclass
 class ImportReport:
@@ -68,6 +51,7 @@ class ImportReport:
     padding_stripped: int = 0                          # tokens of right padding removed (SpecForge)
     notes: list = field(default_factory=list)
     wall_s: float = 0.0
+    write: Any = None                                  # the writer's `eagle_nb.extract.WriteReport`
 
     @property
     def ok(self) -> bool: return not self.errors
@@ -133,11 +117,6 @@ def read_vllm_file(path, n_layers: int|None = None, hidden_size: int|None = None
     return ids.long(), hs
 
 # %% ../nbs/01c_formats.ipynb #42982bcc
-def _store(out, tgt: dict, layer_ids, source_ids, convention: str, engine: dict, aux_dtype: str, extra: dict|None):
-    from eagle_nb.store import HiddenStateStore
-    return HiddenStateStore.create(out, target=tgt, layer_ids=layer_ids, engine=engine, source_layer_ids=list(source_ids),
-                                   source_convention=convention, aux_dtype=aux_dtype, store_final=True, extra=extra)
-
 def _match_dataset(dataset) -> dict|None:
     "token-id tuple -> (id, loss_mask) of a tokenized dataset (dir or TokenizedDataset), or None."
     if dataset is None: return None
@@ -155,25 +134,80 @@ def _final_norm(target):
     from eagle_nb.extract import decoder_parts
     return decoder_parts(target.model)[2]
 
-def _run(files, report: ImportReport, on_error: str, read_one, store, bar_desc: str, show_progress: bool):
-    "Read each file with `read_one(path)`, which yields samples or a `FormatError` per bad record; add, collect or raise."
-    if on_error not in ('raise', 'skip'): raise EagleNbError(f"on_error={on_error!r}: use 'raise' or 'skip'")
-    def bad(e: FormatError):
-        if on_error == 'raise': raise e
-        report.errors.append((e.path, str(e)[len(e.path) + 2:]))
-    it = progress(files, desc=bar_desc, unit='file') if show_progress else files
-    try:
-        for f in it:
+class FileSource:
+    "Samples another engine wrote to files, as a source for `write_store`: one pass indexes them (bad records named), `states` reads them again."
+    store_final, topk = True, 0
+
+    def __init__(self, files: Sequence[Path],
+                 read_one,                     # path -> iterator of (id, input_ids, loss_mask, aux, final) or FormatError per bad record
+                 target,                       # Target / TargetInfo / describe() dict
+                 layer_ids: Sequence[int],     # canonical ids of the aux slots the records hold, in order
+                 source_layer_ids: Sequence[int]|None, source_convention: str|None,
+                 engine: dict,                 # manifest 'engine'
+                 on_error: str = 'raise',      # 'raise': the first bad record stops the import before anything is written; 'skip': list it
+                 show_progress: bool = True, desc: str = 'import'):
+        if on_error not in ('raise', 'skip'): raise EagleNbError(f"on_error={on_error!r}: use 'raise' or 'skip'")
+        self.files, self.read_one, self.target, self.engine, self.on_error = list(files), read_one, target, dict(engine), on_error
+        self.layer_ids, self.source_convention = [int(k) for k in layer_ids], source_convention
+        self.source_layer_ids = None if source_layer_ids is None else [int(k) for k in source_layer_ids]
+        self.errors: list[tuple[str, str]] = []       # (FILE or FILE:LINE, message) of records that cannot be imported
+        self.samples = self._index(show_progress, desc)  # the dataset: dict(id, input_ids, loss_mask, file, pos[, error])
+        self._by_id = {s['id']: s for s in self.samples}
+
+    def _index(self, show_progress: bool, desc: str) -> list[dict]:
+        out, seen = [], {}
+        def bad(e: FormatError):
+            if self.on_error == 'raise': raise e
+            self.errors.append((e.path, str(e)[len(e.path) + 2:]))
+            sid = e.path if e.path not in seen else f'{e.path}#{len(out)}'
+            seen[sid] = e.path
+            out.append(dict(id=sid, input_ids=torch.zeros(0, dtype=torch.long), loss_mask=torch.zeros(0, dtype=torch.uint8), error=str(e)))
+        for f in (progress(self.files, desc=desc, unit='file') if show_progress else self.files):
             try:
-                for item in read_one(f):
+                for pos, item in enumerate(self.read_one(f)):
                     if isinstance(item, FormatError): bad(item); continue
-                    sid, ids, mask, aux, final = item
-                    if sid in store: report.already += 1; continue
-                    store.add(sid, ids, mask, aux=aux, final=final); report.imported += 1
+                    sid, ids, mask = str(item[0]), torch.as_tensor(item[1]).reshape(-1).long(), torch.as_tensor(item[2]).reshape(-1)
+                    if sid in seen: bad(FormatError(f, None, f"sample id {sid!r} appears twice (first in {seen[sid]}); ids must be unique")); continue
+                    seen[sid] = str(f)
+                    out.append(dict(id=sid, input_ids=ids, loss_mask=mask, file=f, pos=pos))
             except FormatError as e: bad(e)
-    except BaseException:
-        store.close(); raise
-    store.close(complete=not report.errors)
+        return out
+
+    def where(self, sample_id: str) -> str:
+        "The file a sample came from (for messages)."
+        s = self._by_id.get(sample_id, {})
+        return str(s.get('file', sample_id))
+
+    def engine_record(self) -> dict: return self.engine
+
+    def states(self, requests: Iterable[SampleRequest]) -> Iterator[SampleStates]:
+        "Each file read once more, streamed record by record in request order."
+        gen, cur, at = None, None, -1
+        for r in requests:
+            s = self._by_id[r.sample_id]
+            if 'error' in s: yield SampleStates.failed(r.sample_id, 'format', s['error']); continue
+            if cur != s['file'] or at >= s['pos']: gen, cur, at = enumerate(self.read_one(s['file'])), s['file'], -1
+            item = None
+            try:
+                for at, item in gen:
+                    if at == s['pos']: break
+                else: item = FormatError(s['file'], None, 'fewer records than when it was indexed (changed during the import?)')
+            except FormatError as e: item, cur = e, None
+            if isinstance(item, FormatError): yield SampleStates.failed(r.sample_id, 'format', str(item)); continue
+            sid, ids, mask, aux, final = item
+            yield SampleStates(r.sample_id, input_ids=torch.as_tensor(ids).reshape(-1), aux=torch.as_tensor(aux), final=torch.as_tensor(final))
+
+    def close(self): pass
+
+def _import(fs: FileSource, out, rep: ImportReport, aux_dtype: str, show_progress: bool, t0: float) -> ImportReport:
+    "Write a file source's samples through `write_store`; its counts and every bad record into the import report."
+    cfg = WriteConfig(shard='0/1', aux_dtype=aux_dtype, probe_samples=0, progress=show_progress, verbose=False,
+                      desc=f'import {rep.format}', extra=dict(source=rep.source))
+    w = write_store(fs, fs.samples, out, cfg, target=fs.target)
+    rep.imported, rep.already, rep.write = w.stored, w.skipped, w
+    rep.errors = fs.errors + [(fs.where(sid), f'{kind}: {msg}') for sid, (kind, msg) in w.failed.items() if 'error' not in fs._by_id.get(sid, {})]
+    rep.wall_s = time.perf_counter() - t0
+    return rep
 
 # %% ../nbs/01c_formats.ipynb #6aecfcea
 def import_vllm(src, out, target,                   # Target (its final norm is applied to id L) or a describe() dict / name / dir
@@ -183,8 +217,8 @@ def import_vllm(src, out, target,                   # Target (its final norm is 
                 aux_dtype: str = 'bfloat16', on_error: str = 'raise', show_progress: bool = True) -> ImportReport:
     "Import vLLM extract_hidden_states files (a file or a directory of `*.safetensors`) into a store."
     t0 = time.perf_counter()
-    tgt = describe_target(target)
-    L, H = tgt['num_layers'], tgt['hidden_size']
+    info = TargetInfo.of(target)
+    L, H = info.num_layers, info.hidden_size
     if not layer_ids: raise EagleNbError("vLLM files do not record their layers: pass the eagle_aux_hidden_state_layer_ids of the vLLM run (--layers 2,15,27,30)")
     src_ids = [int(k) for k in layer_ids]
     canon = to_canonical(src_ids, 'vllm', L)
@@ -207,7 +241,6 @@ def import_vllm(src, out, target,                   # Target (its final norm is 
     rep.notes.append(f"vLLM ids {src_ids} -> canonical aux {aux_ids}; id {L} (pre-norm) -> final "
                      + ('with the target final norm applied' if norm is not None else 'kept PRE-norm (manifest engine.final_norm = "pre")'))
     if by_tokens is None: rep.notes.append('loss masks: all ones (vLLM files carry none; pass dataset=/--dataset to take them from the tokenized dataset)')
-    store = _store(out, tgt, aux_ids, src_ids, 'vllm', engine, aux_dtype, dict(source=str(src)))
 
     def read_one(f):
         ids, hs = read_vllm_file(f, len(src_ids), H)                            # (T,), (T, n, H)
@@ -223,9 +256,8 @@ def import_vllm(src, out, target,                   # Target (its final norm is 
         aux = hs[:, aux_pos] if aux_pos else final[:, None]
         yield sid, ids, mask, aux, final
 
-    _run(files, rep, on_error, read_one, store, 'import vllm', show_progress)
-    rep.wall_s = time.perf_counter() - t0
-    return rep
+    fs = FileSource(files, read_one, target if hasattr(target, 'model') else info, aux_ids, src_ids, 'vllm', engine, on_error, show_progress, 'import vllm')
+    return _import(fs, out, rep, aux_dtype, show_progress, t0)
 
 # %% ../nbs/01c_formats.ipynb #8308007a
 def write_specforge_file(path, input_ids, loss_mask, hidden_state=None, aux_hidden_state=None, pad_to: int|None = None):
@@ -298,8 +330,8 @@ def import_specforge(src, out, target,
                      show_progress: bool = True) -> ImportReport:
     "Import SpecForge offline hidden-state files (a file, or a directory of `*.ckpt` / `*.ckpt.gz`) into a store."
     t0 = time.perf_counter()
-    tgt = describe_target(target)
-    L, H = tgt['num_layers'], tgt['hidden_size']
+    info = TargetInfo.of(target)
+    L, H = info.num_layers, info.hidden_size
     src_ids = [int(k) for k in (layer_ids or default_source_ids('specforge', L))]
     canon = to_canonical(src_ids, 'specforge', L)
     files = _files(src, ['*.ckpt', '*.ckpt.gz'], exclude=out)
@@ -307,19 +339,19 @@ def import_specforge(src, out, target,
     rep.notes.append(f"SpecForge ids {src_ids} (output of layer k) -> canonical {canon}; hidden_state -> final (post-norm)")
     stems = [f.name.split('.ckpt')[0] for f in files]
     unique = len(set(stems)) == len(stems)
-    store = _store(out, tgt, canon, src_ids, 'specforge', dict(name='specforge', script='scripts/prepare_hidden_states.py'),
-                   aux_dtype, dict(source=str(src)))
+    engine = dict(name='specforge', script='scripts/prepare_hidden_states.py')
+    stripped = {}                                   # sample id -> padding tokens removed (each file is read twice)
     root = Path(src) if Path(src).is_dir() else Path(src).parent
 
     def read_one(f):
-        d, stripped = read_specforge_file(f, H, len(canon), strip_padding=strip_padding)
-        rep.padding_stripped += stripped
+        d, n_pad = read_specforge_file(f, H, len(canon), strip_padding=strip_padding)
         sid = f.name.split('.ckpt')[0] if unique else f.relative_to(root).as_posix().split('.ckpt')[0]
+        stripped[sid] = n_pad
         yield sid, d['input_ids'], d['loss_mask'], d['aux'], d['final']
 
-    _run(files, rep, on_error, read_one, store, 'import specforge', show_progress)
-    rep.wall_s = time.perf_counter() - t0
-    return rep
+    fs = FileSource(files, read_one, info, canon, src_ids, 'specforge', engine, on_error, show_progress, 'import specforge')
+    rep.padding_stripped = sum(stripped.values())
+    return _import(fs, out, rep, aux_dtype, show_progress, t0)
 
 # %% ../nbs/01c_formats.ipynb #8210365c
 def _sglang_records(path: Path) -> Iterator[tuple[str, bytes]]:
@@ -371,14 +403,13 @@ def import_sglang_json(src, out, target,
                        aux_dtype: str = 'bfloat16', on_error: str = 'raise', show_progress: bool = True) -> ImportReport:
     "Import saved SGLang /generate responses (.json / .jsonl files, or a directory of them) into a store."
     t0 = time.perf_counter()
-    tgt = describe_target(target)
-    L, H = tgt['num_layers'], tgt['hidden_size']
+    info = TargetInfo.of(target)
+    L, H = info.num_layers, info.hidden_size
     ids_c = [L] if layer_ids is None else to_canonical(layer_ids, 'sglang', L)
     width = H * len(ids_c)
     files = _files(src, ['*.json', '*.jsonl'], exclude=out)
     rep = ImportReport(str(src), 'sglang-json', str(out))
-    store = _store(out, tgt, ids_c, ids_c, 'sglang', dict(name='sglang', mode='final' if layer_ids is None else 'aux', saved_responses=True),
-                   aux_dtype, dict(source=str(src)))
+    engine = dict(name='sglang', mode='final' if layer_ids is None else 'aux', saved_responses=True)
 
     def read_one(f):
         for where, raw in _sglang_records(f):
@@ -401,9 +432,8 @@ def import_sglang_json(src, out, target,
         return (sid, torch.tensor(r['input_ids']), mask, torch.from_numpy(r['states']).view(T, len(ids_c), H),
                 torch.from_numpy(np.ascontiguousarray(final)))
 
-    _run(files, rep, on_error, read_one, store, 'import sglang', show_progress)
-    rep.wall_s = time.perf_counter() - t0
-    return rep
+    fs = FileSource(files, read_one, info, ids_c, ids_c, 'sglang', engine, on_error, show_progress, 'import sglang')
+    return _import(fs, out, rep, aux_dtype, show_progress, t0)
 
 # %% ../nbs/01c_formats.ipynb #3e1ebdca
 def import_main(argv: list[str]) -> int:

@@ -14,13 +14,16 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 from .core import EagleNbError, progress
+from .target import TargetInfo
+from .extract import SampleRequest, SampleStates, WriteConfig, write_store, engine_args
 
 # %% auto #0
 __all__ = ['FAULT_KINDS', 'RETRYABLE', 'LAUNCH_FLAGS', 'generate_request', 'ResponseError', 'parse_float_tokens',
            'states_from_list', 'split_hidden_states', 'decode_generate_response', 'validate_states',
            'check_server_args', 'classify_exception', 'server_info', 'preflight', 'RecordedTransport',
            'decode_and_validate', 'SampleFailed', 'ClientReport', 'SGLangClient', 'map_in_threads',
-           'SGLangExtractReport', 'extract_via_sglang', 'import_sglang', 'engine_kwargs', 'extract_via_engine']
+           'SGLangExtractReport', 'SGLangServerSource', 'source_from_args', 'extract_via_sglang', 'import_sglang',
+           'engine_kwargs', 'SGLangEngineSource', 'extract_via_engine']
 
 # %% ../nbs/01b_sglang.ipynb #e0425693
 def generate_request(input_ids: Sequence[int]) -> dict:
@@ -463,7 +466,7 @@ def map_in_threads(fn: Callable, items: Iterable[tuple], concurrency: int) -> It
 # %% ../nbs/01b_sglang.ipynb #fbafddf9
 @dataclass
 class SGLangExtractReport:
-    "What `extract_via_sglang` / `extract_via_engine` did."
+    "What `extract_via_sglang` / `extract_via_engine` did: the writer's counts plus what happened on the wire."
     store: str
     mode: str                     # 'final' or 'aux'
     total: int = 0                # samples in the dataset (after `limit`)
@@ -473,6 +476,7 @@ class SGLangExtractReport:
     client: ClientReport|None = None
     final_client: ClientReport|None = None
     wall_s: float = 0.0
+    write: Any = None             # the writer's `eagle_nb.extract.WriteReport`
 
     @property
     def ok(self) -> bool: return not self.failed
@@ -493,32 +497,13 @@ class SGLangExtractReport:
                     client=self.client.to_dict() if self.client else None,
                     final_client=self.final_client.to_dict() if self.final_client else None)
 
+    @classmethod
+    def from_write(cls, w, mode: str, wall_s: float, client=None, final_client=None) -> 'SGLangExtractReport':
+        "The SGLang view of a `WriteReport`."
+        return cls(w.store, mode, total=w.total, stored=w.stored, skipped=w.skipped, failed=dict(w.failed),
+                   client=client, final_client=final_client, wall_s=wall_s, write=w)
+
 # %% ../nbs/01b_sglang.ipynb #5a99e668
-def _target_facts(target_info) -> tuple[dict, int, int]:
-    d = target_info.describe() if hasattr(target_info, 'describe') else dict(target_info)
-    try: return d, int(d['num_layers']), int(d['hidden_size'])
-    except KeyError as e: raise EagleNbError(f"target_info lacks {e}; pass Target.describe()") from None
-
-def _open_dataset(dataset, limit: int|None):
-    "(ids, get(i) -> (id, input_ids list, loss_mask list), max length) for a dataset dir or .jsonl, a TokenizedDataset or a list of dicts."
-    if isinstance(dataset, (str, Path)):
-        from eagle_nb.extract import open_dataset   # lazy; reads what `eagle-nb extract --data` takes (dir or .jsonl)
-        dataset = open_dataset(dataset)
-    n = len(dataset) if limit is None else min(limit, len(dataset))
-    ids = [str(x) for x in (dataset.ids if hasattr(dataset, 'ids') else [dataset[i]['id'] for i in range(n)])][:n]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise EagleNbError(f"dataset: sample id {dup!r} appears twice; ids must be unique")
-    lengths = getattr(dataset, 'lengths', None)
-    if lengths is None: lengths = [len(dataset[i]['input_ids']) for i in range(n)]
-    def get(i):
-        s = dataset[i]
-        ii = s['input_ids']; ii = ii.tolist() if hasattr(ii, 'tolist') else list(ii)
-        m = s.get('loss_mask'); m = [1] * len(ii) if m is None else (m.tolist() if hasattr(m, 'tolist') else list(m))
-        return str(s['id']), [int(x) for x in ii], [int(x) for x in m]
-    max_len = int(max(lengths[:n])) if lengths is not None and n else None
-    return ids, get, max_len
-
 def _engine_record(mode: str, infos: dict, final_infos: dict|None = None) -> dict:
     "The manifest's `engine`: name, mode, and each server's version and args."
     def srv(info): return dict(version=info.get('version'), args={k: v for k, v in info.items() if k not in ('internal_states', 'version')})
@@ -528,9 +513,94 @@ def _engine_record(mode: str, infos: dict, final_infos: dict|None = None) -> dic
     rec['model_path'] = sorted(map(str, models))[0] if len(models) == 1 else sorted(map(str, models))
     return rec
 
+class SGLangServerSource:
+    "Running SGLang servers as a source for `write_store`: flags checked, requests fanned out with retries, rows validated."
+    source_convention, store_final, topk = 'sglang', True, 0
+
+    def __init__(self, target,                                  # Target, TargetInfo or describe() dict of the model the servers run
+                 urls: Sequence[str],                           # SGLang servers (several: requests fan out)
+                 layer_ids: Sequence[int]|None = None,          # canonical HF ids the servers capture (EAGLE-3 aux capture); None: final state
+                 final_urls: Sequence[str]|None = None,         # aux mode: servers of the same model without aux capture
+                 concurrency: int = 8, timeout: float = 300.0, max_attempts: int = 4, backoff: float = 0.5,
+                 allow_cuda_graph: bool = False, transport: Callable|None = None,
+                 decode_processes: int = 0):                    # worker processes decoding JSON (GPU hosts: a few per server)
+        self.target = TargetInfo.of(target)
+        L, H = self.target.num_layers, self.target.hidden_size
+        self.mode = 'final' if layer_ids is None else 'aux'
+        self.urls, self.final_urls = list(urls), list(final_urls or [])
+        if self.mode == 'aux' and not self.final_urls:
+            raise EagleNbError("aux mode: a server with EAGLE-3 aux capture returns only the aux layers, and the store also needs the "
+                               "post-norm final state; pass final_urls (--final-url) of servers running the same model without aux capture, "
+                               "or layer_ids=None for a final-state store")
+        self.layer_ids = [L] if self.mode == 'final' else [int(k) for k in layer_ids]
+        self.source_layer_ids = list(self.layer_ids)
+        self.width, self.H = H * len(self.layer_ids), H
+        self.concurrency, self.allow_cuda_graph, self.transport = concurrency, allow_cuda_graph, transport
+        self._kw = dict(timeout=timeout, max_attempts=max_attempts, backoff=backoff, concurrency=concurrency, transport=transport,
+                        decode_processes=decode_processes)
+        self.infos, self.final_infos, self.client, self.final_client = None, None, None, None
+
+    def prepare(self, ds, lengths):
+        "Check every server's flags against the longest sample; open the clients."
+        max_len = int(max(lengths)) if lengths else None
+        self.infos = preflight(self.urls, max_len, self.allow_cuda_graph, transport=self.transport)
+        self.final_infos = preflight(self.final_urls, max_len, self.allow_cuda_graph, transport=self.transport) if self.final_urls else None
+        self.client = SGLangClient(self.urls, width=self.width, **self._kw)
+        self.final_client = SGLangClient(self.final_urls, width=self.H, **self._kw) if self.final_urls else None
+
+    def engine_record(self) -> dict: return _engine_record(self.mode, self.infos or {}, self.final_infos)
+
+    def _fetch(self, r: SampleRequest, states: np.ndarray|None = None) -> SampleStates:
+        ids = r.input_ids.tolist()
+        if states is None: states = self.client.fetch(ids, r.sample_id)                    # (T, n*H) float32
+        final = self.final_client.fetch(ids, r.sample_id) if self.final_client else states   # (T, H)
+        T = len(ids)
+        return SampleStates(r.sample_id, aux=torch.from_numpy(states).view(T, len(self.layer_ids), self.H), final=torch.from_numpy(final))
+
+    def _probe_width(self, r: SampleRequest) -> SampleStates:
+        "The first sample with any width accepted, so that a mode mismatch is one clear error, not a fault per sample."
+        self.client.width = None
+        try: states = self.client.fetch(r.input_ids.tolist(), r.sample_id)
+        finally: self.client.width = self.width
+        got = states.shape[1]
+        if got != self.width:
+            H, ids = self.H, self.layer_ids
+            hint = ('the servers return the final state (width H): start them with EAGLE-3 aux capture or pass layer_ids=None'
+                    if got == H else f'{got}/{H} = {got / H:g} layers: pass the layer ids the servers capture' if got % H == 0
+                    else 'is this the same model as the target?')
+            raise EagleNbError(f"{self.urls[0]}: rows are {got} wide, expected {self.width} (H={H} x {len(ids)} layers {ids}); {hint}")
+        return self._fetch(r, states)
+
+    def states(self, requests: Iterable[SampleRequest]) -> Iterator[SampleStates]:
+        "Validated states as they complete (`concurrency` requests in flight); a sample whose every attempt failed comes as a failure."
+        it = iter(requests)
+        first = next(it, None)
+        if first is None: return
+        try: yield self._probe_width(first)
+        except SampleFailed as e: yield SampleStates.failed(first.sample_id, e.kind, e.msg)
+        for r, res, err in map_in_threads(self._fetch, ((r,) for r in it), self.concurrency):
+            yield res if err is None else SampleStates.failed(r.sample_id, err.kind, err.msg)
+
+    def close(self):
+        for c in (self.client, self.final_client):
+            if c is not None: c.close()
+
+def source_from_args(a) -> SGLangServerSource:
+    "`eagle-nb extract --backend sglang`: the servers of `--url` (aux capture) and `--final-url`; `--engine-arg concurrency=16` etc."
+    if not a.url: raise EagleNbError("--backend sglang needs at least one --url http://HOST:PORT")
+    cfg = a.config
+    if cfg.signal != 'final': raise EagleNbError("--signal topk/both is an option of --backend hf (SGLang servers return states, not draft-vocab log-probs)")
+    allowed = ('concurrency', 'timeout', 'max_attempts', 'backoff', 'decode_processes', 'allow_cuda_graph')
+    kw = engine_args(a)
+    bad = sorted(set(kw) - set(allowed))
+    if bad: raise EagleNbError(f"--engine-arg {', '.join(bad)}: not an SGLang client setting; use {', '.join(allowed)}")
+    info = TargetInfo.of(a.target)
+    layers = info.default_aux_layers() if cfg.layers == 'auto' else list(cfg.layers)
+    return SGLangServerSource(info, a.url, layer_ids=layers, final_urls=a.final_url or None, **kw)
+
 # %% ../nbs/01b_sglang.ipynb #a976a9f6
 def extract_via_sglang(dataset,                        # dataset dir (eagle-nb prepare), TokenizedDataset, or list of dict(id, input_ids, loss_mask)
-                       target_info: dict,              # Target.describe() of the model the servers run
+                       target_info,                    # Target.describe() / TargetInfo / Target of the model the servers run
                        store_path: str|Path,
                        urls: Sequence[str],            # SGLang servers (several: requests fan out)
                        layer_ids: Sequence[int]|None = None,  # canonical HF ids the servers capture (EAGLE-3 aux capture); None: final state
@@ -541,75 +611,19 @@ def extract_via_sglang(dataset,                        # dataset dir (eagle-nb p
                        allow_cuda_graph: bool = False, transport: Callable|None = None,
                        decode_processes: int = 0,      # worker processes decoding JSON (GPU hosts: a few per server)
                        show_progress: bool = True, extra: dict|None = None) -> SGLangExtractReport:
-    "Extract hidden states from running SGLang servers into a (resumable) store; only validated samples are stored."
-    from eagle_nb.store import HiddenStateStore
+    "Extract hidden states from running SGLang servers into a (resumable) store: `SGLangServerSource` through `write_store`."
     t0 = time.perf_counter()
-    tgt, L, H = _target_facts(target_info)
-    mode = 'final' if layer_ids is None else 'aux'
-    urls, final_urls = list(urls), list(final_urls or [])
-    if mode == 'aux' and not final_urls:
-        raise EagleNbError("aux mode: a server with EAGLE-3 aux capture returns only the aux layers, and the store also needs the "
-                           "post-norm final state; pass final_urls (--final-url) of servers running the same model without aux capture, "
-                           "or layer_ids=None for a final-state store")
-    store_ids = [L] if mode == 'final' else [int(k) for k in layer_ids]
-    width = H * len(store_ids)
-    ids, get, max_len = _open_dataset(dataset, limit)
-    infos = preflight(urls, max_len, allow_cuda_graph, transport=transport)
-    final_infos = preflight(final_urls, max_len, allow_cuda_graph, transport=transport) if final_urls else None
-    store = HiddenStateStore.create(store_path, target=tgt, layer_ids=store_ids, engine=_engine_record(mode, infos, final_infos),
-                                    source_layer_ids=store_ids, source_convention='sglang', aux_dtype=aux_dtype,
-                                    store_final=True, extra=extra)
-    kw = dict(timeout=timeout, max_attempts=max_attempts, backoff=backoff, concurrency=concurrency, transport=transport)
-    client = SGLangClient(urls, width=width, decode_processes=decode_processes, **kw)
-    final_client = SGLangClient(final_urls, width=H, decode_processes=decode_processes, **kw) if final_urls else None
-    rep = SGLangExtractReport(str(store_path), mode, total=len(ids), client=client.report,
-                              final_client=final_client.report if final_client else None)
-    todo = [i for i, sid in enumerate(ids) if sid not in store]
-    rep.skipped = len(ids) - len(todo)
-
-    def fetch(i):
-        sid, input_ids, mask = get(i)
-        states = client.fetch(input_ids, sid)                                  # (T, width)
-        final = final_client.fetch(input_ids, sid) if final_client else states  # (T, H)
-        return sid, input_ids, mask, states, final
-
-    def write(res):
-        sid, input_ids, mask, states, final = res
-        T = len(input_ids)
-        store.add(sid, torch.tensor(input_ids), torch.tensor(mask),
-                  aux=torch.from_numpy(states).view(T, len(store_ids), H), final=torch.from_numpy(final))
-        rep.stored += 1
-
-    bar = progress(total=len(todo), desc='sglang', unit='sample') if todo and show_progress else None
-    try:
-        if todo:   # probe: the first sample, with any width accepted, so that a mode mismatch is one clear error
-            client.width = None
-            try: first = fetch(todo[0])
-            except SampleFailed as e: rep.failed[e.sample_id] = (e.kind, e.msg); first = None
-            finally: client.width = width
-            if first is not None:
-                got = first[3].shape[1]
-                if got != width:
-                    hint = ('the servers return the final state (width H): start them with EAGLE-3 aux capture or pass layer_ids=None'
-                            if got == H else f'{got}/{H} = {got / H:g} layers: pass the layer ids the servers capture' if got % H == 0
-                            else 'is this the same model as the target?')
-                    raise EagleNbError(f"{urls[0]}: rows are {got} wide, expected {width} (H={H} x {len(store_ids)} layers {store_ids}); {hint}")
-                write(first)
-            if bar is not None: bar.update(1)
-        for key, res, err in map_in_threads(lambda i: fetch(i), [(i,) for i in todo[1:]], concurrency):
-            if err is not None: rep.failed[err.sample_id] = (err.kind, err.msg)
-            else: write(res)
-            if bar is not None: bar.update(1)
-    except BaseException:
-        store.close(); raise          # keep what was validated and buffered; the store stays resumable
-    finally:
-        if bar is not None: bar.close()
-        for c in (client, final_client):
-            if c is not None: c.close()
-    store.close(complete=not rep.failed and rep.stored + rep.skipped == len(ids))
-    rep.wall_s = time.perf_counter() - t0
-    for c in (client, final_client):
-        if c is not None: c.report.wall_s = rep.wall_s
+    src = SGLangServerSource(target_info, urls, layer_ids, final_urls, concurrency, timeout, max_attempts, backoff,
+                             allow_cuda_graph, transport, decode_processes)
+    cfg = WriteConfig(limit=limit or 0, shard='0/1', aux_dtype=aux_dtype, probe_samples=0, progress=show_progress, verbose=False,
+                      desc='sglang', extra=dict(extra or {}))
+    try: w = write_store(src, dataset, store_path, cfg, target=src.target)
+    finally: src.close()
+    rep = SGLangExtractReport.from_write(w, src.mode, time.perf_counter() - t0, src.client and src.client.report,
+                                         src.final_client and src.final_client.report)
+    rep.store = str(store_path)
+    for c in (rep.client, rep.final_client):
+        if c is not None: c.wall_s = rep.wall_s
     return rep
 
 # %% ../nbs/01b_sglang.ipynb #2b9a95ba
@@ -631,50 +645,62 @@ def engine_kwargs(model_path: str, **overrides) -> dict:
     if probs: raise EagleNbError(f"engine overrides break extraction: {'; '.join(p for p, _ in probs)}")
     return kw
 
-def extract_via_engine(dataset, target_info: dict, store_path: str|Path,
+class SGLangEngineSource:
+    "An in-process `sglang.Engine` as a source (final-state mode): no HTTP, no JSON; started on the first request."
+    source_convention, store_final, topk = 'sglang', True, 0
+
+    def __init__(self, target,                       # Target, TargetInfo or describe() dict
+                 model_path: str,                    # HF directory of the target, loaded by sglang
+                 batch_size: int = 32,               # samples per engine.generate call
+                 engine_overrides: dict|None = None):  # extra sglang.Engine arguments (tp_size, mem_fraction_static, ...)
+        self.sgl = import_sglang()
+        self.target = TargetInfo.of(target)
+        self.layer_ids = self.source_layer_ids = [self.target.num_layers]
+        self.kw, self.batch_size, self.engine = engine_kwargs(model_path, **(engine_overrides or {})), batch_size, None
+
+    def engine_record(self) -> dict:
+        return dict(name='sglang', mode='final', in_process=True, version=getattr(self.sgl, '__version__', None), args=self.kw)
+
+    def _answer(self, r: SampleRequest, out: dict) -> SampleStates:
+        meta = dict(out.get('meta_info', {}))
+        hs = meta.pop('hidden_states', None)
+        try: states = np.asarray([[np.nan if v is None else v for v in row] for row in hs[0]], np.float32) if hs else None
+        except (ValueError, TypeError): return SampleStates.failed(r.sample_id, 'ragged', 'hidden_states rows are not a rectangle')
+        if states is not None and states.ndim != 2: return SampleStates.failed(r.sample_id, 'no_hidden_states', 'hidden_states[0] is not 2-D')
+        bad = validate_states(meta, states, r.input_ids.numel(), self.target.hidden_size)
+        if bad: return SampleStates.failed(r.sample_id, *bad)
+        t = torch.from_numpy(states)
+        return SampleStates(r.sample_id, aux=t[:, None], final=t)
+
+    def _run(self, batch: list[SampleRequest]) -> list[SampleStates]:
+        if self.engine is None: self.engine = self.sgl.Engine(**self.kw)
+        outs = self.engine.generate(input_ids=[r.input_ids.tolist() for r in batch], sampling_params={'max_new_tokens': 1, 'temperature': 0},
+                                    return_hidden_states=True)
+        return [self._answer(r, o) for r, o in zip(batch, outs)]
+
+    def states(self, requests: Iterable[SampleRequest]) -> Iterator[SampleStates]:
+        batch = []
+        for r in requests:
+            batch.append(r)
+            if len(batch) == self.batch_size: yield from self._run(batch); batch = []
+        if batch: yield from self._run(batch)
+
+    def close(self):
+        if self.engine is not None: self.engine.shutdown(); self.engine = None
+
+def extract_via_engine(dataset, target_info, store_path: str|Path,
                        model_path: str,               # HF directory of the target, loaded by sglang
                        batch_size: int = 32,          # samples per engine.generate call
                        engine_overrides: dict|None = None,   # extra sglang.Engine arguments (tp_size, mem_fraction_static, ...)
                        aux_dtype: str = 'bfloat16', limit: int|None = None,
                        show_progress: bool = True, extra: dict|None = None) -> SGLangExtractReport:
-    "Final-state store from an in-process `sglang.Engine`; same validation and resume as `extract_via_sglang`."
-    sgl = import_sglang()
-    from eagle_nb.store import HiddenStateStore
+    "Final-state store from an in-process `sglang.Engine`: `SGLangEngineSource` through `write_store`."
     t0 = time.perf_counter()
-    tgt, L, H = _target_facts(target_info)
-    ids, get, _ = _open_dataset(dataset, limit)
-    kw = engine_kwargs(model_path, **(engine_overrides or {}))
-    engine_rec = dict(name='sglang', mode='final', in_process=True, version=getattr(sgl, '__version__', None), args=kw)
-    store = HiddenStateStore.create(store_path, target=tgt, layer_ids=[L], engine=engine_rec, source_layer_ids=[L],
-                                    source_convention='sglang', aux_dtype=aux_dtype, store_final=True, extra=extra)
-    rep = SGLangExtractReport(str(store_path), 'final', total=len(ids))
-    todo = [i for i, sid in enumerate(ids) if sid not in store]
-    rep.skipped = len(ids) - len(todo)
-    bar = progress(total=len(todo), desc='sglang engine', unit='sample') if todo and show_progress else None
-    engine = sgl.Engine(**kw) if todo else None
-    try:
-        for a in range(0, len(todo), batch_size):
-            batch = [get(i) for i in todo[a:a + batch_size]]
-            outs = engine.generate(input_ids=[b[1] for b in batch], sampling_params={'max_new_tokens': 1, 'temperature': 0},
-                                   return_hidden_states=True)
-            for (sid, input_ids, mask), out in zip(batch, outs):
-                meta = dict(out.get('meta_info', {}))
-                hs = meta.pop('hidden_states', None)
-                try: states = np.asarray([[np.nan if v is None else v for v in r] for r in hs[0]], np.float32) if hs else None
-                except (ValueError, TypeError): rep.failed[sid] = ('ragged', 'hidden_states rows are not a rectangle'); continue
-                if states is not None and states.ndim != 2: rep.failed[sid] = ('no_hidden_states', 'hidden_states[0] is not 2-D'); continue
-                bad = validate_states(meta, states, len(input_ids), H)
-                if bad: rep.failed[sid] = bad; continue
-                T = len(input_ids)
-                store.add(sid, torch.tensor(input_ids), torch.tensor(mask), aux=torch.from_numpy(states).view(T, 1, H),
-                          final=torch.from_numpy(states))
-                rep.stored += 1
-            if bar is not None: bar.update(len(batch))
-    except BaseException:
-        store.close(); raise
-    finally:
-        if bar is not None: bar.close()
-        if engine is not None: engine.shutdown()
-    store.close(complete=not rep.failed and rep.stored + rep.skipped == len(ids))
-    rep.wall_s = time.perf_counter() - t0
+    src = SGLangEngineSource(target_info, model_path, batch_size, engine_overrides)
+    cfg = WriteConfig(limit=limit or 0, shard='0/1', aux_dtype=aux_dtype, probe_samples=0, progress=show_progress, verbose=False,
+                      desc='sglang engine', extra=dict(extra or {}))
+    try: w = write_store(src, dataset, store_path, cfg, target=src.target)
+    finally: src.close()
+    rep = SGLangExtractReport.from_write(w, 'final', time.perf_counter() - t0)
+    rep.store = str(store_path)
     return rep

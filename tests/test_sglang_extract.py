@@ -120,7 +120,7 @@ def test_engine_path_with_stand_in_sglang(tmp_path, monkeypatch):
 def test_extract_cli_backend_sglang(tmp_path):
     # `eagle-nb extract --backend sglang` (eagle_nb.extract) calls extract_via_sglang: the hook end to end
     import json
-    from eagle_nb.extract import extract_main
+    from eagle_nb.cli import extract_main
     data = dataset(5, seed=4)
     with open(tmp_path/'data.jsonl', 'w') as f:
         for d in data: f.write(json.dumps(dict(id=d['id'], input_ids=d['input_ids'].tolist(), loss_mask=d['loss_mask'].tolist())) + '\n')
