@@ -12,12 +12,14 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 from .core import EagleNbError, runs_dir, read_json
+from .extract import SampleStates, WriteConfig, write_store
+from .target import TargetInfo
 
 # %% auto #0
-__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'vllm_server_argv', 'start_vllm_server',
-           'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm',
-           'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters',
-           'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
+__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'vllm_server_argv',
+           'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file',
+           'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
+           'acceptance_from_counters', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -185,17 +187,6 @@ def _target_dir(target) -> Path:
     return Path(TARGETS[name]()) if name in TARGETS else Path(name).expanduser()
 
 # %% ../nbs/01d_vllm.ipynb #16532d4e
-@dataclass
-class _Request:       # the fields of extract.SampleRequest this source reads
-    sample_id: str
-    input_ids: torch.Tensor
-    loss_mask: torch.Tensor|None = None
-
-def _sample_states(**kw):
-    "An `extract.SampleStates` (the writer's dataclass)."
-    from eagle_nb.extract import SampleStates
-    return SampleStates(**kw)
-
 class VllmSource:
     "Hidden states of token-id samples from real vLLM (`extract_hidden_states` + eagle_nb's connector); a `Source` for `write_store`."
     source_convention = 'vllm'
@@ -211,10 +202,9 @@ class VllmSource:
                  final_norm: str = 'apply',             # 'apply' the target's final norm to vLLM's id L, or keep it 'pre'
                  server_layer_ids: Sequence[int]|None = None,  # what the --url servers capture, if not layer_ids + [L]
                  start_kw: dict|None = None):           # more vllm_server_argv options for a server started here
-        from eagle_nb.formats import describe_target
         self.target_dir = _target_dir(target)
-        self.target_info = info = describe_target(target if hasattr(target, 'describe') else self.target_dir)
-        self.num_layers, self.hidden_size = L, H = int(info['num_layers']), int(info['hidden_size'])
+        self.target = info = TargetInfo.of(target)                 # write_store's default target
+        self.num_layers, self.hidden_size = L, H = info.num_layers, info.hidden_size
         self.layer_ids = [int(k) for k in (layer_ids if layer_ids is not None else [2, L // 2, L - 3])]
         self.source_layer_ids = [*self.layer_ids, L]                  # what the store's slots are, as vLLM names them (HF index)
         self.server_layer_ids = [int(k) for k in (server_layer_ids or self.source_layer_ids)]   # what the servers capture
@@ -265,10 +255,11 @@ class VllmSource:
         return dict(servers=out, tokens_per_s=tok_s, version=self._version(),
                     bytes_per_token_file=2 * n * self.hidden_size)
 
-    def estimate(self, total_tokens: int) -> str:
-        "One line: time for `total_tokens` at the probe's rate (a lower bound: the probe is short)."
-        s = total_tokens / max(self.preflight_info['tokens_per_s'], 1e-9)
-        return f"vLLM probe: {self.preflight_info['tokens_per_s']:.0f} tokens/s over {len(self.urls)} server(s): ~{s / 60:.1f} min for {total_tokens} tokens"
+    def estimate_line(self) -> str:
+        "One line: the probe's rate (the writer times the run's first samples and prints the time left)."
+        p = self.preflight_info
+        return (f"vLLM {p.get('version')} at {', '.join(self.urls)}: probe {p['tokens_per_s']:,.0f} tokens/s (300-token prompt), "
+                f"connector files {p['bytes_per_token_file']:,} B/token (removed once stored)")
 
     def _version(self) -> str|None:
         try: return _call(self.urls[0], '/version', timeout=10).get('version')
@@ -316,9 +307,9 @@ class VllmSource:
             finally:
                 with self._lock: self._busy[u] -= 1; self.report['requests'] += 1
             if _is_failure(got):
-                return _sample_states(sample_id=request.sample_id, failure=got)
+                return SampleStates.failed(request.sample_id, *got)
             aux, final, tids = got
-            return _sample_states(sample_id=request.sample_id, input_ids=tids, aux=aux, final=final)
+            return SampleStates(str(request.sample_id), input_ids=tids, aux=aux, final=final)
 
     def states(self, requests: Iterable) -> Iterator['SampleStates']:
         "Validated states for each request, `concurrency` in flight, yielded as they complete."
@@ -348,106 +339,34 @@ class VllmSource:
     def __exit__(self, *exc): self.close()
 
 # %% ../nbs/01d_vllm.ipynb #03bcf80c
-def source_from_args(args) -> VllmSource:
-    "The `VllmSource` for `eagle-nb extract --backend vllm` (args: target, layers, url, and the run folder next to --out)."
-    from eagle_nb.formats import describe_target
-    layers = getattr(args, 'layers', 'auto')
-    layer_ids = None if layers in (None, 'auto') else ([int(x) for x in layers.split(',')] if isinstance(layers, str) else list(layers))
-    out = Path(getattr(args, 'out', None) or runs_dir()/'vllm')
-    return VllmSource(args.target, layer_ids, urls=getattr(args, 'url', None) or (),
-                      run_dir=out.parent/f'{out.name}.vllm-run', concurrency=getattr(args, 'concurrency', None) or 4)
+SOURCE_ARGS = ('concurrency', 'timeout', 'max_model_len', 'final_norm', 'server_layer_ids', 'start_kw')
+
+def source_from_args(a) -> VllmSource:
+    "`--backend vllm` of `eagle-nb extract`: a `VllmSource` from the parsed flags (`--engine-arg KEY=VALUE` for its options)."
+    from eagle_nb.extract import engine_args
+    if getattr(a, 'final_url', None): raise EagleNbError("--final-url is for --backend sglang; vLLM captures the final state itself (its id L)")
+    cfg = getattr(a, 'config', None)
+    if cfg is not None and cfg.signal != 'final': raise EagleNbError("--backend vllm stores the final state only: use --signal final (top-k needs --backend hf)")
+    kw = engine_args(a)
+    bad = [k for k in kw if k not in SOURCE_ARGS]
+    if bad: raise EagleNbError(f"--engine-arg {bad[0]}: the vLLM backend takes {', '.join(SOURCE_ARGS)}")
+    layers = getattr(a, 'layers', 'auto')
+    layer_ids = None if layers in (None, 'auto') else [int(x) for x in str(layers).split(',') if x.strip()]
+    out = Path(a.out)
+    src = VllmSource(a.target, layer_ids, urls=a.url or (), run_dir=out.parent/f'{out.name}.vllm-run', **kw)
+    print(src.estimate_line())
+    return src
 
 # %% ../nbs/01d_vllm.ipynb #98ede2c1
-@dataclass
-class _States:        # stand-in for extract.SampleStates until the writer lands (same fields)
-    sample_id: str
-    input_ids: torch.Tensor|None = None
-    aux: torch.Tensor|None = None
-    final: torch.Tensor|None = None
-    topk_ids: torch.Tensor|None = None
-    topk_logprobs: torch.Tensor|None = None
-    target_argmax: torch.Tensor|None = None
-    failure: tuple[str, str]|None = None
-
-def _sample_states(**kw):
-    "An `extract.SampleStates` (the writer's dataclass), or the stand-in while the writer is not in this build."
-    try: from eagle_nb.extract import SampleStates
-    except ImportError: SampleStates = _States
-    return SampleStates(**kw)
-
-@dataclass
-class _Report:
-    store: str
-    stored: int = 0
-    skipped: int = 0
-    failed: dict = field(default_factory=dict)
-    tokens: int = 0
-    seconds: float = 0.0
-    complete: bool = False
-    @property
-    def tokens_per_s(self) -> float: return self.tokens / max(self.seconds, 1e-9)
-    def summary(self) -> str:
-        s = (f"{self.store}: {self.stored} stored, {self.skipped} already there, {len(self.failed)} failed; "
-             f"{self.tokens} tokens in {self.seconds:.1f} s ({self.tokens_per_s:.0f} tokens/s){'; complete' if self.complete else ''}")
-        return s + ''.join(f'\n  {k}: {v[0]}: {v[1]}' for k, v in list(self.failed.items())[:5])
-
-def _standin_write_store(source, dataset, out, limit: int|None = None, show_progress: bool = True, shard_bytes: int = 8 << 20):
-    "STAND-IN for extract.write_store (the one writer) until it is in this build: resume, validation, progress, completion."
-    from eagle_nb.sglang import _open_dataset
-    from eagle_nb.store import HiddenStateStore
-    from eagle_nb.formats import describe_target
-    from eagle_nb.core import progress
-    t0 = time.perf_counter()
-    ids, get, _ = _open_dataset(dataset, limit)
-    store = HiddenStateStore.create(out, target=source.target_info, layer_ids=source.layer_ids,
-                                    engine=source.engine_record(), source_layer_ids=source.source_layer_ids,
-                                    source_convention=source.source_convention, store_final=True, shard_bytes=shard_bytes)
-    rep = _Report(str(out))
-    todo = [i for i, sid in enumerate(ids) if sid not in store]
-    rep.skipped = len(ids) - len(todo)
-    by_id = {}
-    def requests():
-        for i in todo:
-            sid, ii, m = get(i); by_id[sid] = (ii, m)
-            yield _Request(sid, torch.tensor(ii), torch.tensor(m))
-    bar = progress(total=len(todo), desc='vllm', unit='sample') if show_progress and todo else None
-    try:
-        for st in source.states(requests()):
-            ii, m = by_id.pop(st.sample_id)
-            if st.failure is None and st.input_ids is not None and st.input_ids.tolist() != ii:
-                st.failure = ('tokens', 'the engine ran other token ids than requested')
-            if st.failure is not None: rep.failed[st.sample_id] = st.failure
-            else:
-                store.add(st.sample_id, torch.tensor(ii), torch.tensor(m), aux=st.aux, final=st.final)
-                rep.stored += 1; rep.tokens += len(ii)
-            if bar is not None: bar.update(1)
-    except BaseException:
-        store.close(); raise                       # keeps what was validated; a rerun fetches only what is missing
-    finally:
-        if bar is not None: bar.close()
-    rep.complete = not rep.failed and rep.stored + rep.skipped == len(ids)
-    store.close(complete=rep.complete)
-    rep.seconds = time.perf_counter() - t0
-    return rep
-
-def _write_store():
-    try: from eagle_nb.extract import write_store
-    except ImportError: return _standin_write_store
-    return write_store
-
-# %% ../nbs/01d_vllm.ipynb #af1d4f06
 def extract_with_vllm(data,                            # dataset dir (eagle-nb prepare), .jsonl, or list of dict(id, input_ids, loss_mask)
                       target,                          # Target, registered name or HF directory
                       out: Path|str,                   # store (resumed if it exists)
                       urls: Sequence[str] = (),        # running vLLM servers; none: start one for this run
                       layer_ids: Sequence[int]|None = None,
-                      limit: int|None = None, **source_kw):
-    "Extract `data`'s hidden states with real vLLM into a store (resumable); returns the writer's report."
+                      config: WriteConfig|None = None, **source_kw):
+    "Extract `data`'s hidden states with real vLLM into a store (resumable); returns the writer's `WriteReport`."
     with VllmSource(target, layer_ids, urls=urls, run_dir=Path(out).parent/f'{Path(out).name}.vllm-run', **source_kw) as src:
-        w = _write_store()
-        if w is _standin_write_store: return w(src, data, out, limit=limit)
-        from eagle_nb.extract import WriteConfig
-        return w(src, data, out, WriteConfig(limit=limit) if limit else None)
+        return write_store(src, data, out, config or WriteConfig(verbose=False, progress=False))
 
 # %% ../nbs/01d_vllm.ipynb #cc8d142e
 def spec_counters(metrics: dict[str, float]) -> dict:

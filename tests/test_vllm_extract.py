@@ -38,15 +38,18 @@ def _extract(data, target, out, url, **kw):
     return extract_with_vllm(data, target, out, urls=[url], server_layer_ids=kw.pop('server_layer_ids', SERVER_IDS), **kw)
 
 def test_extract_matches_hf(server, data, target, tmp_path):
-    from eagle_nb.extract import extract, ExtractConfig
+    "`eagle-nb extract --backend vllm --url ...` vs `--backend hf` on the same samples: diagnose says `match`; a rerun resumes."
+    from eagle_nb.cli import main
     from eagle_nb.diagnostics import compare
-    from eagle_nb.store import HiddenStateStore, verify_store
-    rep = _extract(data, target, tmp_path/'vllm', server.url)
-    assert rep.stored == N_SAMPLES and not rep.failed and rep.complete, rep.summary()
+    jsonl = tmp_path/'data.jsonl'
+    jsonl.write_text(''.join(json.dumps(d) + '\n' for d in data))
+    common = ['extract', '--data', str(jsonl), '--target', 'smollm2-135m', '--layers', '2,15,27']
+    assert main(common + ['--backend', 'vllm', '--url', server.url, '--out', str(tmp_path/'vllm'),
+                          '--engine-arg', f'server_layer_ids={json.dumps(SERVER_IDS)}']) == 0
     m = json.loads((tmp_path/'vllm'/'manifest.json').read_text())
+    assert m['complete'] and len(m['samples']) == N_SAMPLES
     assert m['layer_ids'] == [2, 15, 27] and m['engine']['final_norm'] == 'applied' and m['source_convention'] == 'vllm'
-    assert verify_store(tmp_path/'vllm').ok
-    extract(data, target, tmp_path/'hf', ExtractConfig(layers=[2, 15, 27], probe_batches=0))
+    assert main(common + ['--backend', 'hf', '--probe-batches', '0', '--out', str(tmp_path/'hf')]) == 0
     c = compare(tmp_path/'hf', tmp_path/'vllm')
     assert c.kinds == ['match'], c.report()
     again = _extract(data, target, tmp_path/'vllm', server.url)           # resume: nothing fetched twice
