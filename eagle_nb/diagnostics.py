@@ -88,28 +88,42 @@ class Extraction:
                    int(m['target']['num_layers']), meta)
 
 # %% ../nbs/02_diagnostics.ipynb #66c4cc80
+class _ExtractionSource:
+    "An in-memory `Extraction` as a source for `eagle_nb.extract.write_store` (rows an engine returned without ids keep the ids they belong to)."
+    source_layer_ids, source_convention, store_final, topk = None, None, True, 0
+    def __init__(self, ext: Extraction, target):
+        self.ext, self.target, self.layer_ids = ext, target, ext.hf_layer_ids
+        if ext.convention != 'hf': self.source_layer_ids, self.source_convention = list(ext.layer_ids), ext.convention
+    def samples(self) -> list[dict]:
+        "The dataset: per sample the token ids of its R rows (the last R), loss mask all ones."
+        out = []
+        for sid in self.ext.ids:
+            x = self.ext.samples[sid]
+            R = torch.as_tensor(x['layers'][self.ext.layer_ids[0]]).shape[0]
+            out.append(dict(id=sid, input_ids=torch.as_tensor(x['input_ids'])[-R:], loss_mask=torch.ones(R, dtype=torch.uint8)))
+        return out
+    def engine_record(self) -> dict: return dict(name=self.ext.meta.get('engine', 'hf'), emulated=self.ext.name)
+    def states(self, requests):
+        from eagle_nb.extract import SampleStates
+        for r in requests:
+            x = self.ext.samples[r.sample_id]
+            aux = torch.stack([torch.as_tensor(x['layers'][n]) for n in self.ext.layer_ids], 1)   # (R, n, H)
+            yield SampleStates(r.sample_id, aux=aux, final=torch.as_tensor(x['final']))
+    def close(self): pass
+
 def save_store(ext: Extraction, path: Path|str, target, aux_dtype: str = 'bfloat16') -> Path:
     "Write an extraction to a `HiddenStateStore` (canonical HF ids; the producer's ids and convention kept as source ids)."
-    from eagle_nb.store import HiddenStateStore
+    import dataclasses, warnings
+    from eagle_nb.extract import WriteConfig, write_store
+    from eagle_nb.target import TargetInfo
     if any(ext.samples[s].get('final') is None for s in ext.ids[:1]):
         raise EagleNbError(f"{ext.name}: a store needs the final state; capture with final='post' or 'pre'")
-    tgt = dict(target.describe()) if hasattr(target, 'describe') else dict(target)
-    tgt['dtype'] = ext.meta.get('compute_dtype', tgt.get('dtype'))
-    conv = ext.convention
-    st = HiddenStateStore.create(path, target=tgt, layer_ids=ext.hf_layer_ids,
-                                 engine=dict(name=ext.meta.get('engine', 'hf'), emulated=ext.name),
-                                 source_layer_ids=list(ext.layer_ids) if conv != 'hf' else None,
-                                 source_convention=conv if conv != 'hf' else None, aux_dtype=aux_dtype, resume=False)
-    try:
-        for sid in ext.ids:
-            x = ext.samples[sid]
-            aux = torch.stack([torch.as_tensor(x['layers'][n]) for n in ext.layer_ids], 1)   # (R, n, H)
-            R = aux.shape[0]
-            ids = torch.as_tensor(x['input_ids'])[-R:]    # rows an engine returned without ids: keep the ids they belong to
-            st.add(sid, ids, torch.ones(R, dtype=torch.uint8), aux, final=torch.as_tensor(x['final']))
-        st.close(complete=True)
-    except BaseException:
-        st.close(); raise
+    info = TargetInfo.of(target)
+    info = dataclasses.replace(info, dtype=ext.meta.get('compute_dtype', info.dtype))
+    src = _ExtractionSource(ext, info)
+    rep = write_store(src, src.samples(), path, WriteConfig(shard='0/1', aux_dtype=aux_dtype, probe_samples=0, progress=False,
+                                                            verbose=False, resume=False), target=info)
+    if rep.failed: warnings.warn(f"{ext.name}: {len(rep.failed)} samples not stored ({rep.summary().splitlines()[-1].strip()})")
     return Path(path)
 
 # %% ../nbs/02_diagnostics.ipynb #177c1780

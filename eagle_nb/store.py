@@ -118,10 +118,9 @@ def _sample_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 def _target_dict(target) -> dict:
-    d = target.describe() if hasattr(target, 'describe') else dict(target)
-    missing = [k for k in ('architecture', 'num_layers', 'hidden_size', 'vocab_size', 'config_hash') if k not in d]
-    if missing: raise EagleNbError(f"store target description lacks {', '.join(missing)}; pass Target.describe()")
-    return d
+    "The manifest's `target`: the `TargetInfo` of a Target, TargetInfo or describe() dict, as its JSON dict."
+    from eagle_nb.target import TargetInfo   # lazy: the store reads and verifies without torch-side target code
+    return TargetInfo.of(target).to_dict()
 
 class HiddenStateStore:
     "A directory of safetensors shards + manifest.json holding per-token target states (DESIGN §4)."
