@@ -8,18 +8,30 @@ import pytest
 import torch
 from sglang_real_helpers import prepare_smollm2_samples, rel_err
 from eagle_nb.core import EagleNbError
-from eagle_nb.sglang import SGLangClient, SGLangServerSource, SampleFailed, preflight, start_sglang_server
+from eagle_nb.sglang import SGLangClient, SGLangServerSource, SampleFailed, preflight, sglang_server, start_sglang_server
 
 pytestmark = pytest.mark.slow
 L, H = 30, 576
 
 
 @pytest.fixture(scope='module')
-def radix_server(tmp_path_factory):
-    "A final-state server with the radix cache ON: what a user gets when the flag is forgotten."
-    s = start_sglang_server('smollm2-135m', tmp_path_factory.mktemp('logs')/'sglang-radix.log', radix_cache=True)
-    yield s
-    s.stop()
+def started(tmp_path_factory):
+    "Started together (one wait): a final-state server with the radix cache ON (what a user gets when the flag is"
+    " forgotten) and a correct final-state server that the kill test kills."
+    from concurrent.futures import ThreadPoolExecutor
+    logs = tmp_path_factory.mktemp('logs')
+    servers = {'radix': sglang_server('smollm2-135m', logs/'sglang-radix.log', radix_cache=True),
+               'victim': sglang_server('smollm2-135m', logs/'sglang-1.log')}
+    with ThreadPoolExecutor(2) as ex: errors = [f.exception() for f in [ex.submit(x.start) for x in servers.values()]]
+    if any(errors):
+        for x in servers.values(): x.stop()
+        raise next(e for e in errors if e)
+    yield servers
+    for x in servers.values(): x.stop()
+
+
+@pytest.fixture(scope='module')
+def radix_server(started): return started['radix']
 
 
 def test_radix_cache_refused_by_preflight(radix_server):
@@ -48,7 +60,7 @@ class KillAfter(SGLangServerSource):
             if i + 1 == self.after: self.victim.kill()
 
 
-def test_kill_mid_extraction_then_resume(tmp_path):
+def test_kill_mid_extraction_then_resume(started, tmp_path):
     from eagle_nb.extract import WriteConfig, write_store
     from eagle_nb.store import HiddenStateStore, verify_store
     from eagle_nb.data import TokenizedDataset
@@ -56,7 +68,7 @@ def test_kill_mid_extraction_then_resume(tmp_path):
     ids = TokenizedDataset.open(data).ids
     store = tmp_path/'store'
     cfg = WriteConfig(progress=False, verbose=False, probe_samples=0)
-    s1 = start_sglang_server('smollm2-135m', tmp_path/'sglang-1.log')
+    s1 = started['victim']
     src = KillAfter('smollm2-135m', [s1.url], layer_ids=None, concurrency=2, backoff=0.2, victim=s1, after=2, servers=[s1])
     with pytest.raises(EagleNbError) as e:
         write_store(src, data, store, cfg)
