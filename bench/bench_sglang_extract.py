@@ -40,7 +40,8 @@ def main():
             print('eagle_nb.vllm is in this build: run its own bench for the vLLM row (not wired here yet)')
         else:
             print('vLLM row pending: eagle_nb.vllm is not in this build')
-        print(f"\n{a.samples} SmolLM2 samples x <= {a.max_len} tokens ({hf.tokens} tokens), aux 2/15/27 + final, bf16 store")
+        from eagle_nb.data import TokenizedDataset
+        print(f"\n{len(TokenizedDataset.open(data))} SmolLM2 samples x <= {a.max_len} tokens ({hf.tokens} tokens), aux 2/15/27 + final, bf16 store")
         print(f"{'backend':>32} {'tokens':>7} {'extract s':>10} {'tokens/s':>9} {'server start s':>15}")
         for name, tok, s, st in rows:
             print(f"{name:>32} {tok:>7} {s:>10.1f} {tok / s:>9.0f} {st:>15.1f}")
