@@ -218,7 +218,10 @@ def check_server_args(args: dict, max_len: int|None = None, allow_cuda_graph: bo
     if spec not in (None, '', 'NONE', 'none'):
         probs.append((f'speculative decoding ({spec}) is running', f'without --speculative-algorithm {spec}'))
     if not allow_cuda_graph and args.get('disable_cuda_graph') is False and args.get('device') != 'cpu':
-        probs.append(('CUDA graphs are on', '--disable-cuda-graph'))   # a CPU server (--device cpu) has none, whatever the flag says
+        # a CPU server (--device cpu) has none, whatever the field says; sglang 0.5.23 has no --disable-cuda-graph flag
+        # (the field is derived) but per-phase ones
+        flag = ('--disable-decode-cuda-graph --disable-prefill-cuda-graph' if 'disable_decode_cuda_graph' in args else '--disable-cuda-graph')
+        probs.append(('CUDA graphs are on', flag))
     return probs
 
 def server_layer_ids(args: dict, num_layers: int) -> list[int]|None:
