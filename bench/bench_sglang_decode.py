@@ -1,10 +1,11 @@
 #!/usr/bin/env python
-"""Decoding SGLang /generate hidden states: eagle_nb's fast path vs plain `json.loads` -> `torch.tensor`, in floats/s,
-then the client's throughput against the fake server (tests/fake_sglang.py) over loopback HTTP.
+"""Decoding SGLang /generate hidden states: eagle_nb's decoder vs plain `json.loads` -> `torch.tensor`, in floats/s,
+first on REAL bodies saved from the real SGLang server (sglang 0.5.23 --device cpu, SmolLM2-135M: final state 576 wide
+and aux capture 1728 wide, 128/512/1024 tokens; captured once into $EAGLE_NB_HOME/bench/sglang-bodies by starting the
+real servers, reused after), then on synthetic bodies of bigger models, then the client against the fake server.
 
-Bodies are built like SGLang's: bf16 values (`.tolist()` of a bf16 tensor) in compact JSON with shortest float repr
-(orjson). "cold" clears the value cache first (the first response of a run); "warm" is every later response.
-Usage: python bench/bench_sglang_decode.py [--quick]
+eagle_nb's decoder takes the pysimdjson C-buffer path where pysimdjson is installed (a requirement), else the value
+cache; "cold" clears the value cache first. Usage: python bench/bench_sglang_decode.py [--quick] [--real-only]
 """
 import argparse, json, sys, time
 from pathlib import Path
@@ -100,8 +101,53 @@ def bench_client(n_samples):
               f"{rep.floats/dt/1e6:6.2f} Mfloats/s, client decode {rep.floats/max(rep.decode_s,1e-9)/1e6:6.1f} Mfloats/s")
 
 
+def real_bodies(refresh: bool = False) -> dict:
+    "name -> body bytes of real /generate responses from the real SGLang server (captured once, then cached)."
+    from eagle_nb.core import home_dir
+    d = home_dir()/'bench'/'sglang-bodies'
+    names = [f'{role}-{T}' for role in ('final', 'aux') for T in (128, 512, 1024)]
+    if refresh or not all((d/f'{n}.json').exists() for n in names):
+        import urllib.request
+        from eagle_nb.sglang import start_extraction_servers, generate_request
+        from eagle_nb.data import TokenizedDataset
+        from sglang_real_helpers import prepare_smollm2_samples
+        d.mkdir(parents=True, exist_ok=True)
+        ds = TokenizedDataset.open(prepare_smollm2_samples(d/'ds', n=2, max_len=1024))
+        ids = max((ds[i]['input_ids'].tolist() for i in range(len(ds))), key=len)
+        print(f'capturing real bodies from the real SGLang server into {d} ({len(ids)}-token sample)', flush=True)
+        servers = start_extraction_servers('smollm2-135m', [2, 15, 27], d/'logs')
+        try:
+            for s, role in zip(servers, ('aux', 'final')):
+                for T in (128, 512, 1024):
+                    req = urllib.request.Request(s.url + '/generate', json.dumps(generate_request(ids[:T])).encode(),
+                                                 {'Content-Type': 'application/json'})
+                    (d/f'{role}-{T}.json').write_bytes(urllib.request.urlopen(req, timeout=600).read())
+        finally:
+            for s in servers: s.stop()
+    return {n: (d/f'{n}.json').read_bytes() for n in names}
+
+
+def bench_real(reps):
+    try: import simdjson; path = f'pysimdjson {simdjson.__version__ if hasattr(simdjson, "__version__") else ""}'.strip()
+    except ImportError: path = 'value cache (pysimdjson not installed)'
+    print(f"REAL bodies from sglang 0.5.23 (SmolLM2-135M, --device cpu); eagle_nb path: {path}")
+    print(f"{'body':>12} {'rows x width':>13} {'MB':>6} {'json.loads+torch.tensor':>24} {'eagle_nb':>14} {'ratio':>7}")
+    ratios = []
+    for name, b in real_bodies().items():
+        tp, ref = best(lambda: plain(b), reps)
+        tf, got = best(lambda: fast(b), reps)
+        assert torch.equal(got, ref), f'{name}: decoders disagree'
+        n = ref.numel(); ratios.append(tp / tf)
+        print(f"{name:>12} {ref.shape[0]:>5} x {ref.shape[1]:<5} {len(b)/1e6:6.1f} {n/tp/1e6:17.2f} Mfl/s {n/tf/1e6:8.2f} Mfl/s {tp/tf:6.1f}x")
+    print(f"real bodies: eagle_nb decode vs json.loads -> torch.tensor: {min(ratios):.1f}x .. {max(ratios):.1f}x "
+          f"(median {sorted(ratios)[len(ratios) // 2]:.1f}x)")
+
+
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('--quick', action='store_true'); a = ap.parse_args()
+    ap = argparse.ArgumentParser(); ap.add_argument('--quick', action='store_true'); ap.add_argument('--real-only', action='store_true')
+    a = ap.parse_args()
+    bench_real(reps=3 if a.quick else 5)
+    if a.real_only: sys.exit(0)
     shapes = [(128, 576), (512, 576), (512, 1728)] if a.quick else [(128, 576), (512, 576), (512, 1728), (1024, 4096), (256, 3 * 7168)]
     bench_decode(shapes, reps=2 if a.quick else 3)
     bench_processes(8 if a.quick else 16)

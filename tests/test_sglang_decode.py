@@ -63,8 +63,21 @@ def test_faults_are_classified():
     assert e.value.kind == 'no_hidden_states'          # first entry must be the 2-D prefill list
 
 
+def test_simdjson_path_equals_value_cache_path(monkeypatch):
+    "The C-buffer path (pysimdjson) and the value-cache path decode a bf16 body to the same array."
+    pytest.importorskip('simdjson', reason='pysimdjson is a requirement of eagle_nb (settings.ini); install it')
+    import eagle_nb.sglang as sg
+    x = (torch.randn(33, 96) * 3).to(torch.bfloat16).float()
+    b = body(x.tolist())
+    fast = decode_generate_response(b)[1]
+    monkeypatch.setattr(sg, '_parse_value_simdjson', lambda value: None)
+    np.testing.assert_array_equal(decode_generate_response(b)[1], fast)
+    np.testing.assert_array_equal(fast, x.numpy())
+
+
 def test_value_cache_bounded(monkeypatch):
     import eagle_nb.sglang as sg
+    monkeypatch.setattr(sg, '_parse_value_simdjson', lambda value: None)   # the value-cache path, simdjson or not
     monkeypatch.setattr(sg, '_FLOAT_CACHE', dict(sg._SPECIAL))
     monkeypatch.setattr(sg, '_CACHE_MAX', 50)
     x = torch.randn(8, 16)                                   # fp32: 128 distinct values > the cap

@@ -1,0 +1,48 @@
+"""Real vLLM serving eagle_nb's speculators export (EAGLE-3 chain) beside plain vLLM: `eagle-nb eval --engine vllm` reads vLLM's
+spec-decode counters and checks losslessness; the plain server (prefix caching on, vLLM's default) is refused for extraction."""
+import json
+import pytest
+
+pytestmark = pytest.mark.slow
+
+from eagle_nb.core import EagleNbError
+
+@pytest.fixture(scope='module')
+def target():
+    from eagle_nb.target import load_target
+    return load_target('smollm2-135m')
+
+@pytest.fixture(scope='module')
+def servers(target, tmp_path_factory):
+    from concurrent.futures import ThreadPoolExecutor
+    from eagle_nb.drafter import export_speculators
+    from eagle_nb.eval import random_init_drafter
+    from eagle_nb.vllm import start_vllm_server
+    run = tmp_path_factory.mktemp('vllm-eval')
+    spec = export_speculators(random_init_drafter(target, seed=0), run/'speculators', speculative_tokens=3, verifier_name=str(target.path))
+    cfg = dict(model=str(spec), method='eagle3', num_speculative_tokens=3)
+    with ThreadPoolExecutor(2) as ex:
+        fut = {k: ex.submit(start_vllm_server, target.path, run, name=f'vllm-{k}', prefix_caching=True,
+                            speculative=cfg if k == 'spec' else None) for k in ('plain', 'spec')}
+        srv = {k: f.result() for k, f in fut.items()}
+    yield srv
+    for s in srv.values(): s.stop()
+
+def test_eval_engine_vllm_lossless_with_counters(servers, tmp_path, capsys):
+    from eagle_nb.eval import eval_main
+    out = tmp_path/'vllm.json'
+    rc = eval_main(['--engine', 'vllm', '--target', 'smollm2-135m', '--drafter', 'random-init', '--prompts', 'humaneval', '--limit', '3',
+                    '--max-new-tokens', '16', '--num-steps', '3', '--vllm-url', f"plain={servers['plain'].url}",
+                    '--vllm-url', f"spec={servers['spec'].url}", '--concurrency', '3', '--json', '--out', str(out)])
+    doc = json.loads(out.read_text())
+    assert rc == 0 and doc['lossless']['sequential'] and doc['lossless']['prompts_equal'] == 3, doc['lossless']
+    v = doc['vllm']['sequential']
+    assert v['drafts'] > 0 and v['draft_tokens'] == 3 * v['drafts'] and len(v['accepted_per_pos']) == 3, v
+    assert v['tau'] == pytest.approx(1 + v['accepted'] / v['drafts'])
+    assert doc['speed']['plain']['sequential_tokens_per_s'] > 0 and doc['speed']['spec']['batch_tokens_per_s'] > 0
+    assert abs(doc['tau_difference']) < 0.25, (v['tau'], doc['eagle_nb'])    # the same untrained drafter: both ~1
+
+def test_extraction_refuses_prefix_caching(servers, target):
+    from eagle_nb.vllm import VllmSource
+    with pytest.raises(EagleNbError, match='--no-enable-prefix-caching'):
+        VllmSource(target, urls=[servers['plain'].url])
