@@ -13,7 +13,8 @@ import torch
 # %% auto #0
 __all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'atomic_path', 'atomic_write', 'atomic_write_json',
            'read_json', 'sha256_file', 'sha256_bytes', 'pick_device', 'cpu_has_fast_bf16', 'fast_dtype', 'autocast',
-           'seed_everything', 'progress', 'fetch_wheel']
+           'seed_everything', 'progress', 'fetch_wheel', 'setting_names', 'field_help', 'add_config_flags',
+           'notebook_parameter_names', 'config_from_notebook']
 
 # %% ../nbs/00_core.ipynb #f3ad9d43
 class EagleNbError(Exception):
@@ -149,3 +150,70 @@ def fetch_wheel(name: str, version: str, dest: Path|None = None) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out
+
+# %% ../nbs/00_core.ipynb #d282fcab
+import ast, dataclasses, inspect, re
+
+_HELP_RE = re.compile(r'(?:^[ \t]*|^def \w+\()(\w+)\s*:\s*[^=#\n]+(?:=[^#\n]*)?#\s*(.*)$', re.M)   # `name: type [= default]  # help`
+
+def _source(obj) -> str:
+    "Source of a class or function; for one defined in a notebook, its copy in the exported eagle_nb modules."
+    try: return inspect.getsource(obj)
+    except (OSError, TypeError): pass
+    kw = 'class' if inspect.isclass(obj) else 'def'
+    for f in sorted(Path(__file__).parent.glob('*.py')) if '__file__' in globals() else []:
+        m = re.search(rf'^{kw} {obj.__name__}\b.*?(?=^\S)', f.read_text() + '\n#', re.M | re.S)
+        if m: return m.group(0)
+    return ''
+
+def setting_names(obj) -> list[str]:
+    "The settings of a config dataclass (its fields) or of a function (its parameters), in order."
+    if dataclasses.is_dataclass(obj): return [f.name for f in dataclasses.fields(obj)]
+    return list(inspect.signature(obj).parameters)
+
+def field_help(obj) -> dict[str, str]:
+    "The `# comment` written after each field of a dataclass (or parameter of a function): the setting's help."
+    src, names = _source(obj), set(setting_names(obj))
+    if not inspect.isclass(obj): src = src[:src.find(')' + ' ->') if ') ->' in src else len(src)]   # the signature only
+    return {m.group(1): m.group(2).strip() for m in _HELP_RE.finditer(src) if m.group(1) in names}
+
+def _flag_type(annotation) -> type:
+    "int, float, bool or str from a field's annotation (a string under `from __future__ import annotations`)."
+    a = annotation if isinstance(annotation, str) else getattr(annotation, '__name__', str(annotation))
+    for name, t in (('bool', bool), ('float', float), ('int', int)):
+        if re.match(rf'^{name}\b', a.strip()): return t
+    return str
+
+def add_config_flags(ap, cls, skip=()):
+    "One `--flag` per field of dataclass `cls` (dashes for underscores), typed like the field, helped by its comment."
+    import argparse
+    helps = field_help(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip: continue
+        flag, typ, default = '--' + f.name.replace('_', '-'), _flag_type(f.type), f.default
+        h = f"{helps.get(f.name, '')} (default: {default!r})" if default is not dataclasses.MISSING else helps.get(f.name, '')
+        if typ is bool: ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=h)
+        else: ap.add_argument(flag, dest=f.name, type=_flag_parser(flag, typ, helps.get(f.name, '')), default=None, metavar=f.name.upper(), help=h)
+    return ap
+
+def _flag_parser(flag: str, typ: type, help: str):
+    "`typ(text)`, or one line that names the flag, the value and what it wants (argparse would print its usage too)."
+    def parse(text: str):
+        try: return typ(text)
+        except ValueError: raise EagleNbError(f"{flag} {text!r}: want {'an integer' if typ is int else 'a number'} ({help})") from None
+    parse.__name__ = typ.__name__
+    return parse
+
+def notebook_parameter_names(notebook: Path|str) -> list[str]:
+    "Names declared by the papermill `parameters` cell of `notebook` (a path, or a file name under the checkout's nbs/)."
+    p = Path(notebook)
+    if not p.exists() and project_dir(): p = project_dir()/'nbs'/p.name
+    if not p.exists(): raise EagleNbError(f"notebook {notebook}: not found; run it from an eagle_nb checkout")
+    cells = [c for c in json.loads(p.read_text())['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
+    if len(cells) != 1: raise EagleNbError(f"{p.name}: {len(cells)} `parameters` cells, want exactly 1")
+    return [n.target.id for n in ast.parse(''.join(cells[0]['source'])).body if isinstance(n, ast.AnnAssign)]
+
+def config_from_notebook(cls, notebook: Path|str, namespace: dict, **overrides):
+    "`cls(...)` (a config dataclass or a function) called with the notebook's parameters named like its settings."
+    names = set(setting_names(cls))
+    return cls(**{**{k: namespace[k] for k in notebook_parameter_names(notebook) if k in names}, **overrides})

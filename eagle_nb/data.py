@@ -20,7 +20,7 @@ __all__ = ['SKIP_HINT', 'ROLE_ALIASES', 'SHAREGPT', 'POLICIES', 'FORMAT', 'FORMA
            'load_conversations', 'render_segments', 'special_token_ids', 'tokenize_conversation', 'masked_spans',
            'tokenize_conversations', 'split_conversation', 'apply_length_policy', 'truncation_loss', 'dataset_stats',
            'plot_lengths', 'DraftVocab', 'masked_token_counts', 'build_draft_vocab', 'PrepareReport', 'prepare_dataset',
-           'TokenizedDataset', 'open_dataset', 'dataset_index', 'prepare_main']
+           'TokenizedDataset', 'open_dataset', 'dataset_index', 'PrepareConfig', 'prepare_main']
 
 # %% ../nbs/00_data.ipynb #ceca8cde
 class DataError(EagleNbError):
@@ -829,25 +829,46 @@ def dataset_index(ds) -> tuple[list[str], list[int]]:
         seen.add(i)
     return ids, lengths
 
+# %% ../nbs/00_data.ipynb #5d7deb62
+@dataclass
+class PrepareConfig:
+    "A prepare run; each field is also an `eagle-nb prepare --flag` and a parameter of this page."
+    data: str = ''                  # 'sharegpt' (bundled, cut-off file recovered) or a .json/.jsonl path
+    target: str = 'smollm2-135m'    # 'smollm2-135m', 'tiny-<arch>' or an HF model directory
+    out: str = ''                   # directory to write the dataset to (created; files in it are replaced)
+    max_len: int = 2048             # tokens per sample
+    policy: str = 'truncate'        # what to do with longer samples: 'truncate', 'split' or 'drop'
+    limit: int = 0                  # conversations to load (0: all)
+    draft_vocab_size: int = 0       # size of the drafter's output vocabulary (0: min(32000, target vocab))
+    on_error: str = ''              # bad records: 'raise' or 'skip' (empty: skip for sharegpt, raise for files)
+    holdout: float = 0              # held-out conversations for evaluation: a count (1 or more) or a fraction (below 1)
+    seed: int = 0                   # seeds the held-out choice
+
+    def __post_init__(self):
+        def bad(msg): raise EagleNbError(f"PrepareConfig: {msg}")
+        if not self.data: bad("data is empty; pass --data sharegpt or a .json/.jsonl path")
+        if not self.out: bad("out is empty; pass --out DIR for the tokenized dataset")
+        if self.policy not in POLICIES: bad(f"policy={self.policy!r}; use one of {', '.join(POLICIES)}")
+        if self.on_error not in ('', 'raise', 'skip'): bad(f"on_error={self.on_error!r}; use raise or skip")
+        if self.limit < 0 or self.draft_vocab_size < 0: bad("limit and draft_vocab_size must be >= 0 (0: all / the default size)")
+        if self.holdout < 0 or (self.holdout >= 1 and self.holdout != int(self.holdout)):
+            bad(f"holdout={self.holdout}; use a count (a whole number, e.g. 100) or a fraction below 1 (e.g. 0.05)")
+        if self.holdout >= 1: self.holdout = int(self.holdout)
+
+    def run(self) -> PrepareReport:
+        "Prepare the dataset this config describes (`prepare_dataset`)."
+        return prepare_dataset(self.data, self.target, self.out, max_len=self.max_len, policy=self.policy, limit=self.limit or None,
+                               draft_vocab_size=self.draft_vocab_size or None, on_error=self.on_error or None,
+                               holdout=self.holdout, seed=self.seed)
+
 # %% ../nbs/00_data.ipynb #a45cb086
 def prepare_main(argv: list[str]) -> int:
     "Conversations -> tokenized dataset with loss masks and a draft vocabulary."
     ap = argparse.ArgumentParser(prog='eagle-nb prepare', description=prepare_main.__doc__)
-    ap.add_argument('--data', required=True, help="'sharegpt' (bundled, cut-off file recovered) or a .json/.jsonl path")
-    ap.add_argument('--target', default='smollm2-135m', help="'smollm2-135m', 'tiny-<arch>' or an HF model directory")
-    ap.add_argument('--max-len', type=int, default=2048, help='tokens per sample')
-    ap.add_argument('--policy', choices=POLICIES, default='truncate', help='what to do with longer samples')
-    ap.add_argument('--limit', type=int, default=None, help='load at most this many conversations')
-    ap.add_argument('--draft-vocab', type=int, default=None, help='draft vocabulary size (default min(32000, V))')
-    ap.add_argument('--on-error', choices=('raise', 'skip'), default=None, help="bad records: stop, or skip and count (default: skip for sharegpt, raise for files)")
-    ap.add_argument('--holdout', default='0', help='held-out conversations for evaluation: a count or a fraction < 1')
-    ap.add_argument('--seed', type=int, default=0)
-    ap.add_argument('--out', required=True, help='output directory')
+    from eagle_nb.core import add_config_flags
+    add_config_flags(ap, PrepareConfig)   # one flag per field; its help is the field's comment
     a = ap.parse_args(argv)
-    try: holdout = float(a.holdout) if '.' in a.holdout or 'e' in a.holdout.lower() else int(a.holdout)
-    except ValueError: raise EagleNbError(f"--holdout {a.holdout!r}: use a count (e.g. 100) or a fraction (e.g. 0.05)") from None
-    r = prepare_dataset(a.data, a.target, a.out, max_len=a.max_len, policy=a.policy, limit=a.limit, draft_vocab_size=a.draft_vocab,
-                        on_error=a.on_error, holdout=holdout, seed=a.seed)
+    r = PrepareConfig(**{k: v for k, v in vars(a).items() if v is not None}).run()
     print(LoadReport(**r.load).summary())
     if r.skipped: print('tokenization skipped: ' + ', '.join(f'{k}={v}' for k, v in sorted(r.skipped.items())))
     print(r.table().to_string())

@@ -20,7 +20,8 @@ __all__ = ['CONVENTIONS', 'UNIT_ROUNDOFF', 'SAFETY', 'KINDS', 'to_hf_ids', 'defa
            'token_mismatch_samples', 'token_mismatch_extraction', 'drop_prefix_rows', 'shift_rows', 'scale_states',
            'inject_nonfinite', 'perturb_states', 'cast_states', 'unit_roundoff', 'envelope', 'Comparison', 'compare',
            'demo_samples', 'detection_cases', 'detection_table', 'token_metrics', 'plot_layer_curves',
-           'plot_cross_layer', 'plot_token_errors', 'Explorer', 'explorer', 'diagnose_main']
+           'plot_cross_layer', 'plot_token_errors', 'Explorer', 'explorer', 'diagnose_main', 'diagnose_store',
+           'store_verdict']
 
 # %% ../nbs/02_diagnostics.ipynb #7e77827f
 CONVENTIONS = {   # the names eagle_nb.formats uses, plus 'sglang_config'
@@ -1201,3 +1202,34 @@ def diagnose_main(argv: list[str]) -> int:
         plot_token_errors(c).savefig(out/'tokens.png', dpi=100)
     print(json.dumps(c.to_json(), indent=1) if a.json else c.report())
     return 0 if c.usable else 1
+
+# %% ../nbs/02_diagnostics.ipynb #de7e2c8d
+def diagnose_store(store: str|Path,         # a HiddenStateStore or its directory: the states a drafter trains on
+                   target: str|Path = '',   # the target it was extracted from: a Target, a name or a directory (empty: the one its manifest names)
+                   store_samples: int = 4,  # samples of the store captured again in process (all layers) and compared
+                  ) -> Comparison:
+    "Compare a store with a reference captured in process from its target on the store's own first samples."
+    from eagle_nb.store import HiddenStateStore
+    from eagle_nb.target import load_target
+    st = store if isinstance(store, HiddenStateStore) else HiddenStateStore.open(store)
+    if store_samples < 1: raise EagleNbError(f"store_samples={store_samples}: check at least 1 sample")
+    if not isinstance(target, (str, Path)): tgt = target
+    else:
+        named = str(target or st.manifest['target'].get('name') or '')
+        if not named: raise EagleNbError(f"{st.path}: the manifest names no target; pass target (a name or an HF directory)")
+        dt = st.manifest['target'].get('dtype')      # the dtype the extraction ran in, so the reference rounds like it
+        tgt = load_target(named, dtype=getattr(torch, dt) if isinstance(dt, str) and hasattr(torch, dt) else None)
+    ids = st.sample_ids[:store_samples]
+    if not ids: raise EagleNbError(f"{st.path}: the store holds no samples; extract some first")
+    reference = capture_states(tgt, {s: st.get(s)['input_ids'] for s in ids}, name=f'{tgt.name} in process')
+    return compare(reference, st, limit=len(ids))
+
+def store_verdict(c: Comparison) -> dict:
+    "The short record of a store diagnosis: usable, verdicts (kind, where, summary, fix) and per-slot errors, rounded."
+    r = lambda x: None if x is None or x != x else round(float(x), 4)
+    return dict(usable=c.usable, kinds=c.kinds, samples=c.info.get('samples_compared'), tokens=c.info.get('tokens_compared'),
+                verdicts=[dict(kind=v['kind'], where=v['where'], summary=v['summary'], fix=v['fix'], blocking=bool(v['blocking']))
+                          for v in c.verdicts.to_dict('records')],
+                layers=[dict(slot=l['slot'], holds=l['best_match'], cos=r(l['cos']), rel_err=r(l['rel_err']), envelope=r(l['envelope']),
+                             status=l['status']) for l in c.layers.to_dict('records')],
+                summary=f"{'usable' if c.usable else 'NOT usable'}: {', '.join(c.kinds)} on {c.info.get('samples_compared')} samples")

@@ -20,8 +20,8 @@ __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SP
            'acceptance_metrics', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt', 'first_user_turn',
            'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts', 'random_init_drafter',
            'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'EvalResult', 'evaluate',
-           'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'sglang_server_info',
-           'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
+           'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed',
+           'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
 
 # %% ../nbs/04_eval.ipynb #abdf7430
 def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepted draft tokens (bonus excluded)
@@ -216,17 +216,17 @@ def load_proposer_factory(spec: str, target, dtype: torch.dtype|None = None, see
 class EvalConfig:
     "What to evaluate and how (CLI: `eagle-nb eval`)."
     target: str = 'smollm2-135m'   # 'smollm2-135m', 'tiny-<arch>' or an HF model directory
-    drafter: str = 'random-init'   # checkpoint dir, or 'random-init' | 'ngram' | 'replay' (reference drafters)
-    prompts: str = 'humaneval'     # 'humaneval', 'sharegpt-heldout', a .jsonl path; comma-separated for several
-    dataset: str = ''              # prepared dataset whose held-out split 'sharegpt-heldout' reads
-    limit: int = 20                # prompts per set (0 = all)
-    max_new_tokens: int = 128
-    num_steps: int = 3             # SGLang --speculative-num-steps
-    topk: int = 1                  # SGLang --speculative-eagle-topk (1 = chain)
-    num_draft_tokens: int = 0      # SGLang --speculative-num-draft-tokens (0 = num_steps+1 for a chain, 1+topk*num_steps for a tree)
-    temperature: float = 0.0       # 0 = greedy (checked lossless)
-    seed: int = 0
-    device: str = ''               # '' = pick (CUDA when available)
+    drafter: str = 'random-init'   # drafter checkpoint directory, or a reference drafter: random-init, ngram, replay
+    prompts: str = 'humaneval'     # prompt sets, comma-separated: humaneval, sharegpt-heldout, a .jsonl path
+    dataset: str = ''              # prepared dataset (eagle-nb prepare --holdout N) whose held-out split sharegpt-heldout reads (empty: the checkpoint's)
+    limit: int = 20                # prompts per set (0: all)
+    max_new_tokens: int = 128      # tokens generated per prompt
+    num_steps: int = 3             # draft depth (SGLang --speculative-num-steps)
+    topk: int = 1                  # branches per node, 1 for a chain (SGLang --speculative-eagle-topk)
+    num_draft_tokens: int = 0      # tokens verified per round incl. the root (0: num_steps+1 for a chain, 1+topk*num_steps for a tree)
+    temperature: float = 0.0       # 0 for greedy, every output checked identical to plain decoding
+    seed: int = 0                  # sampling seed
+    device: str = ''               # empty: CUDA when available, else CPU
     warmup: bool = True            # one untimed run of each method first
 
     def __post_init__(self):
@@ -395,6 +395,7 @@ def eval_document(result: EvalResult) -> dict:
                 spec=asdict(result.spec),
                 metrics=dict(all=result.metrics(), by_set={s: result.metrics(s) for s in sets}),
                 speed=dict(all=clean(result.speed()), by_set={s: clean(result.speed(s)) for s in sets}),
+                break_even=dict(all=clean(break_even(result)), by_set={s: clean(break_even(result, s)) for s in sets}),
                 conventions=CONVENTIONS, prompts=[clean(r) for r in result.rows])
 
 def checkpoint_dataset(ckpt: str|Path) -> str|None:
@@ -416,6 +417,34 @@ def run_eval(config: EvalConfig) -> EvalResult:
     info = dict(target=target.describe(), drafter=desc, config=asdict(config), dataset=dataset, device=str(dev),
                 threads=torch.get_num_threads(), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
     return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info)
+
+# %% ../nbs/04_eval.ipynb #ff1f78b3
+def break_even(result: EvalResult, prompt_set: str|None = None) -> dict:
+    "Cost of a draft step, a verify forward and the rest of a round in plain steps, the τ that breaks even, and where this drafter stands."
+    rows = [r for r in result.rows if prompt_set in (None, r['set'])]
+    rounds = sum(r['verify'] for r in rows)
+    plain_tokens = sum(r['plain_tokens'] for r in rows)
+    if not rounds or not plain_tokens or any(r.get('draft_s') is None or r.get('verify_s') is None for r in rows):
+        return dict(tau_break_even=None, note='no timed rounds')
+    S = result.spec.num_steps
+    plain = sum(r['plain_s'] for r in rows) / plain_tokens                          # s per plain token (its prefill amortized)
+    draft, verify = sum(r['draft_s'] for r in rows) / rounds, sum(r['verify_s'] for r in rows) / rounds   # s per round
+    rest = max(0.0, sum(r['spec_s'] for r in rows) / rounds - draft - verify)       # prefill + bookkeeping, per round
+    tau, speedup = result.metrics(prompt_set)['accept_length'], result.speed(prompt_set)['speedup']
+    be = (draft + verify + rest) / plain
+    return dict(plain_ms_per_token=1e3 * plain, draft_ms_per_round=1e3 * draft, verify_ms_per_round=1e3 * verify, rest_ms_per_round=1e3 * rest,
+                draft_step_cost=draft / S / plain, verify_cost=verify / plain, rest_cost=rest / plain,   # in plain decoding steps
+                tau=tau, tau_break_even=be, tau_break_even_draft_verify=(draft + verify) / plain,       # the latter: bench_specdec's model
+                tau_for_2x=2 * be, predicted_speedup=tau / be, speedup=speedup, below=tau < be)
+
+def explain_speed(b: dict) -> str:
+    "One sentence: τ against break-even, and what it means for the speed-up."
+    if b.get('tau_break_even') is None: return 'no timed speculative rounds: break-even unknown'
+    head = (f"tau {b['tau']:.2f} vs break-even {b['tau_break_even']:.2f} (a round costs, in plain steps: drafts {b['draft_step_cost']:.2f} each, "
+            f"verify {b['verify_cost']:.2f}, prefill and bookkeeping {b['rest_cost']:.2f})")
+    sp = f"measured {b['speedup']:.2f}x" if b.get('speedup') else 'speed-up not measured'
+    if b['below']: return f"{head}: BELOW break-even, so speculative decoding is slower here ({sp}); this drafter needs tau >= {b['tau_break_even']:.2f} to pay off"
+    return f"{head}: above break-even, predicted {b['predicted_speedup']:.2f}x, {sp}; 2x needs tau >= {b['tau_for_2x']:.2f}"
 
 # %% ../nbs/04_eval.ipynb #ef5a70e4
 SPEC_CORRECT = ('spec_num_correct_drafts', 'spec_accepted_drafts', 'spec_accept_token_num')   # newest first
@@ -514,20 +543,8 @@ def sglang_spec_benchmark(urls: Sequence[str]|str, prompts: list[EvalPrompt],
 # %% ../nbs/04_eval.ipynb #53c55f49
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='eagle-nb eval', description=eval_main.__doc__)
-    d = EvalConfig()
-    ap.add_argument('--target', default=d.target, help="'smollm2-135m', 'tiny-<arch>' or an HF model directory")
-    ap.add_argument('--drafter', default=None, help=f"drafter checkpoint directory, or one of {', '.join(REFERENCE_DRAFTERS)}")
-    ap.add_argument('--prompts', default=d.prompts, help="'humaneval', 'sharegpt-heldout', or a .jsonl path; comma-separated for several")
-    ap.add_argument('--dataset', default='', help="prepared dataset (eagle-nb prepare --holdout N) for 'sharegpt-heldout'; "
-                    "default: the one the checkpoint's store was extracted from")
-    ap.add_argument('--limit', type=int, default=d.limit, help='prompts per set (0 = all)')
-    ap.add_argument('--max-new-tokens', type=int, default=d.max_new_tokens)
-    ap.add_argument('--num-steps', type=int, default=d.num_steps, help='draft depth (SGLang --speculative-num-steps)')
-    ap.add_argument('--topk', type=int, default=d.topk, help='branches per node, 1 = chain (SGLang --speculative-eagle-topk)')
-    ap.add_argument('--num-draft-tokens', type=int, default=0, help='tokens verified per round incl. the root (SGLang --speculative-num-draft-tokens)')
-    ap.add_argument('--temperature', type=float, default=d.temperature, help='0 = greedy (lossless check)')
-    ap.add_argument('--seed', type=int, default=d.seed)
-    ap.add_argument('--device', default='', help="'' = CUDA when available, else CPU")
+    from eagle_nb.core import add_config_flags
+    add_config_flags(ap, EvalConfig)   # one flag per field; its help is the field's comment
     ap.add_argument('--json', action='store_true', help='print the JSON report to stdout')
     ap.add_argument('--out', default='', help='write the JSON report here (default: runs_dir()/eval/eval.json)')
     ap.add_argument('--sglang-url', action='append', default=[], help='benchmark a live SGLang server instead (repeatable)')
@@ -539,7 +556,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def eval_main(argv: list[str]) -> int:
     "Speculative decoding with a drafter: acceptance length, alpha_k, speedup (or read them from a live SGLang server)."
+    from dataclasses import fields
     a = _parser().parse_args(argv)
+    for f in fields(EvalConfig):   # flags not given: the config's defaults (a missing --drafter stays None, it is required)
+        if getattr(a, f.name) is None and f.name != 'drafter': setattr(a, f.name, f.default)
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
     if a.engine == 'vllm':
         from eagle_nb.vllm import vllm_eval_main
@@ -557,13 +577,11 @@ def eval_main(argv: list[str]) -> int:
                  f"  {doc['speed']['completion_tokens_per_s']:.1f} tokens/s at concurrency {a.concurrency}"]
     else:
         if a.drafter is None: raise EagleNbError(f"--drafter is required: a checkpoint directory or one of {', '.join(REFERENCE_DRAFTERS)}")
-        cfg = EvalConfig(target=a.target, drafter=a.drafter, prompts=a.prompts, dataset=a.dataset, limit=a.limit,
-                         max_new_tokens=a.max_new_tokens, num_steps=a.num_steps, topk=a.topk, num_draft_tokens=a.num_draft_tokens,
-                         temperature=a.temperature, seed=a.seed, device=a.device)
+        cfg = EvalConfig(**{f.name: getattr(a, f.name) for f in fields(EvalConfig)})
         res = run_eval(cfg)
         doc = eval_document(res)
         s = res.summary()
-        lines = [s.to_string(float_format=lambda x: f'{x:.3f}')]
+        lines = [s.to_string(float_format=lambda x: f'{x:.3f}'), explain_speed(doc['break_even']['all'])]
         if doc['speed']['all']['lossless'] is False:
             bad = [r['id'] for r in res.rows if not r['lossless']]
             ties = sum(bool(r['difference_at_tie']) for r in res.rows if not r['lossless'])

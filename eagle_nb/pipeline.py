@@ -11,8 +11,8 @@ import yaml
 from .core import EagleNbError, project_dir, runs_dir, atomic_write, atomic_write_json, read_json
 
 # %% auto #0
-__all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'write_index', 'run_pipeline',
-           'estimate_profile', 'demo_main']
+__all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'svg_bars', 'svg_line', 'write_index',
+           'run_pipeline', 'estimate_profile', 'demo_main']
 
 # %% ../nbs/06_pipeline.ipynb #bcb9a742
 def load_profile(name_or_path: str, root: Path|None = None) -> dict:
@@ -106,20 +106,152 @@ def run_stage(stage: dict, idx: int, run_dir: Path, ctx: dict, nbs: Path, log=pr
     return metrics
 
 # %% ../nbs/06_pipeline.ipynb #5ae589d1
+def _num(x, digits: int = 3) -> str:
+    "A number as a person reads it: `digits` significant digits, whole thousands separated; '–' when missing."
+    if x is None or (isinstance(x, float) and x != x): return '–'
+    if isinstance(x, bool) or not isinstance(x, (int, float)): return html.escape(str(x))
+    if isinstance(x, int) or abs(x) >= 1000: return f'{round(x):,}'
+    return f'{x:.{digits}g}'
+
+def _dec(x, places: int = 2) -> str:
+    "τ and speed-ups with fixed decimals (1.10, not 1.1), so numbers side by side read alike."
+    return '–' if not isinstance(x, (int, float)) or isinstance(x, bool) or x != x else f'{x:.{places}f}'
+
+def _hms(s: float|None) -> str:
+    if s is None or s != s: return '?'
+    s = int(round(s)); return f'{s // 3600}h {s % 3600 // 60:02d}m' if s >= 3600 else f'{s // 60}m {s % 60:02d}s'
+
+def svg_bars(values: list, labels: list[str], vmax: float|None = None, width: int = 260, height: int = 120,
+             color: str = '#4C78A8', title: str = '') -> str:
+    "A small inline-SVG bar chart with each bar's value written above it (no script, no external file)."
+    vals = [v if isinstance(v, (int, float)) and v == v else 0.0 for v in values]
+    vmax = vmax or max(vals + [1e-9])
+    n, pad, top, bottom = max(1, len(vals)), 6, 16, 18
+    bw = (width - 2 * pad) / n
+    out = [f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}"><title>{html.escape(title)}</title>']
+    for i, (v, raw, lab) in enumerate(zip(vals, values, labels)):
+        h = (height - top - bottom) * min(v, vmax) / vmax
+        x, y = pad + i * bw + bw * 0.15, height - bottom - h
+        out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw * 0.7:.1f}" height="{h:.1f}" fill="{color}"/>'
+                   f'<text x="{x + bw * 0.35:.1f}" y="{y - 3:.1f}" text-anchor="middle" font-size="11">{_num(raw, 2)}</text>'
+                   f'<text x="{x + bw * 0.35:.1f}" y="{height - 4}" text-anchor="middle" font-size="11" fill="#555">{html.escape(lab)}</text>')
+    out.append(f'<line x1="{pad}" x2="{width - pad}" y1="{top}" y2="{top}" stroke="#ccc" stroke-dasharray="3,3"/>'    # the scale's top
+               f'<text x="{width - pad}" y="{top - 3}" text-anchor="end" font-size="10" fill="#888">{_num(vmax, 2)}</text>'
+               f'<line x1="{pad}" x2="{width - pad}" y1="{height - bottom}" y2="{height - bottom}" stroke="#999"/></svg>')
+    return ''.join(out)
+
+def svg_line(points: list, width: int = 260, height: int = 120, color: str = '#E45756', title: str = '') -> str:
+    "A small inline-SVG line of (x, y) points with the first and last y written at its ends."
+    pts = [(float(x), float(y)) for x, y in points if y == y]
+    if len(pts) < 2: return '<p class="muted">not enough points for a curve</p>'
+    (x0, x1), (y0, y1) = (min(p[0] for p in pts), max(p[0] for p in pts)), (min(p[1] for p in pts), max(p[1] for p in pts))
+    pad, left = 8, 46                                       # left: room for the first value's label
+    sx = (width - left - 60) / ((x1 - x0) or 1)
+    sy = (height - 2 * pad - 14) / ((y1 - y0) or 1)
+    xy = [(left + (x - x0) * sx, pad + (y1 - y) * sy) for x, y in pts]
+    path = ' '.join(f'{x:.1f},{y:.1f}' for x, y in xy)
+    return (f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}"><title>{html.escape(title)}</title>'
+            f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.5"/>'
+            f'<text x="{xy[0][0] - 3:.1f}" y="{xy[0][1] + 4:.1f}" text-anchor="end" font-size="11">{_num(pts[0][1], 4)}</text>'
+            f'<text x="{xy[-1][0] + 4:.1f}" y="{xy[-1][1]:.1f}" font-size="11">{_num(pts[-1][1], 4)}</text>'
+            f'<text x="{left}" y="{height - 2}" font-size="11" fill="#555">step {_num(x0)}</text>'
+            f'<text x="{width - 30}" y="{height - 2}" text-anchor="end" font-size="11" fill="#555">{_num(x1)}</text></svg>')
+
+def _by_notebook(stages: list[dict]) -> dict:
+    "notebook stem ('04_eval') -> that stage's own metrics (the last stage running it)."
+    return {Path(m['notebook']).stem: m.get('metrics') or {} for m in stages}
+
+def _stage_line(m: dict) -> str:
+    "One rounded sentence per stage: what it made, from its metrics."
+    x, nb = m.get('metrics') or {}, Path(m['notebook']).stem
+    if m['status'] != 'ok': return f"<b>failed</b>: {html.escape(str(m.get('error') or ''))}"
+    if not x: return '<span class="muted">no metrics</span>'
+    if nb == '00_data': return f"{_num(x.get('samples'))} samples, {_num(x.get('tokens'))} tokens, {_num(x.get('heldout'))} conversations held out, draft vocab {_num(x.get('draft_vocab_size'))}"
+    if nb == '01_extract': return (f"{_num(x.get('samples'))} samples, {_num(x.get('tokens'))} tokens at {_num(x.get('tokens_per_s'))} tokens/s; "
+                                   f"layers {x.get('layers')}, {_num(x.get('bytes_per_token'))} bytes/token")
+    if nb == '02_diagnostics': return html.escape(x.get('summary') or '')
+    if nb == '03_train':
+        acc = x.get('heldout_acc') or [None]
+        return (f"{_num(x.get('steps'))} steps, {_num(x.get('tokens'))} tokens at {_num(x.get('tokens_per_s'))} tokens/s; "
+                f"held-out acc@1 {_num(acc[0])}, τ_sim {_dec(x.get('tau_sim'))}")
+    if nb == '04_eval':
+        mt, sp, be = x.get('metrics') or {}, x.get('speed') or {}, x.get('break_even') or {}
+        return f"τ {_dec(mt.get('accept_length'))}, speed-up {_dec(sp.get('speedup'))}× (break-even τ {_dec(be.get('tau_break_even'))})"
+    s = x.get('summary')
+    return html.escape(s if isinstance(s, str) and '\n' not in s and len(s) < 200 else ', '.join(f'{k} {_num(v)}' for k, v in x.items() if isinstance(v, (int, float)))[:300])
+
+def _cards(stages: list[dict]) -> str:
+    "The numbers a reader looks for first: acceptance, speed against break-even, the store's diagnosis, the store, training."
+    by, cards = _by_notebook(stages), []
+    ev = by.get('04_eval') or {}
+    if ev:
+        mt, sp, be = ev.get('metrics') or {}, ev.get('speed') or {}, ev.get('break_even') or {}
+        alpha = [a for a in (mt.get('alpha') or [])]
+        cards.append(f'<div class="card" id="acceptance"><h3>Acceptance</h3><p class="big">τ {_dec(mt.get("accept_length"))}</p>'
+                     f'<p class="muted">tokens per target forward, bonus included; a chain of {len(alpha)} drafts gives at most {len(alpha) + 1}</p>'
+                     + svg_bars(alpha, [f'α{k + 1}' for k in range(len(alpha))], vmax=1.0, title='alpha_k: acceptance at draft depth k, given depths before it accepted')
+                     + '<p class="muted">α_k: a depth-k draft accepted, given the ones before it were</p></div>')
+        s, tbe = sp.get('speedup'), be.get('tau_break_even')
+        if tbe is None: verdict = '<p class="muted">break-even not measured in this run</p>'
+        elif be.get('below'):
+            verdict = (f'<p class="bad">below break-even τ {_dec(tbe)}: each round costs more than the tokens it yields, so speculative '
+                       f'decoding is slower than plain here; this drafter needs τ ≥ {_dec(tbe)} to pay off</p>')
+        else: verdict = f'<p class="good">above break-even τ {_dec(tbe)}: predicted {_dec(be.get("predicted_speedup"))}×; 2× needs τ ≥ {_dec(be.get("tau_for_2x"))}</p>'
+        lossless = 'exact' if sp.get('lossless') else 'up to numerical ties' if sp.get('lossless_up_to_ties') else 'NO' if sp.get('lossless_up_to_ties') is False else 'not checked (sampling)'
+        cost = (f'<p class="muted">measured in this run, a round costs in plain steps: {_num(be.get("draft_step_cost"), 2)} per draft step, '
+                f'{_num(be.get("verify_cost"), 2)} for the verify forward, {_num(be.get("rest_cost"), 2)} for prefill and bookkeeping; '
+                f'plain {_num(sp.get("plain_tokens_per_s"))} tokens/s, speculative {_num(sp.get("spec_tokens_per_s"))}</p>') if tbe is not None else ''
+        cards.append(f'<div class="card" id="speed"><h3>Speed-up</h3><p class="big {"bad" if s is not None and s < 1 else "good"}">{_dec(s)}×</p>'
+                     f'{verdict}{cost}<p>lossless: <b>{lossless}</b></p></div>')
+    dg = by.get('02_diagnostics') or {}
+    if 'usable' in dg:
+        items = ''.join(f'<li><b>{html.escape(v["kind"])}</b> ({html.escape(str(v["where"]))}): {html.escape(v["summary"])}'
+                        + (f'<br><span class="muted">fix: {html.escape(v["fix"])}</span>' if v.get('blocking') else '') + '</li>' for v in dg.get('verdicts', []))
+        cards.append(f'<div class="card" id="diagnosis"><h3>Store diagnosis</h3><p class="big {"good" if dg["usable"] else "bad"}">'
+                     f'{"usable" if dg["usable"] else "NOT usable"}</p><p class="muted">the store trained on, against its target captured in process '
+                     f'({_num(dg.get("samples"))} samples, {_num(dg.get("tokens"))} tokens)</p><ul>{items}</ul></div>')
+    elif '02_diagnostics' in by:
+        cards.append('<div class="card" id="diagnosis"><h3>Store diagnosis</h3><p class="muted">this run did not check its store (pass `store` to 02_diagnostics)</p></div>')
+    xs = by.get('01_extract') or {}
+    if xs:
+        cards.append(f'<div class="card" id="store"><h3>Store</h3><p class="big">{_num(xs.get("bytes_per_token"))} B/token</p>'
+                     f'<p class="muted">SpecForge\'s offline files: {_num(xs.get("specforge_bytes_per_token"))} B/token; aux {html.escape(str(xs.get("aux_dtype")))}, '
+                     f'layers {html.escape(str(xs.get("layers")))}</p><p>{_num(xs.get("samples"))} samples, {_num(xs.get("tokens"))} tokens, '
+                     f'extracted at {_num(xs.get("tokens_per_s"))} tokens/s</p></div>')
+    tr = by.get('03_train') or {}
+    if tr:
+        acc = tr.get('heldout_acc') or []
+        cards.append(f'<div class="card" id="training"><h3>Training</h3><p class="big">τ_sim {_dec(tr.get("tau_sim"))}</p>'
+                     f'<p class="muted">held-out top-1 accuracy per TTT step; {_num(tr.get("tokens"))} tokens at {_num(tr.get("tokens_per_s"))} tokens/s</p>'
+                     + svg_bars(acc, [str(i) for i in range(len(acc))], vmax=1.0, color='#54A24B', title='held-out accuracy per TTT step')
+                     + '<p class="muted">training loss</p>' + svg_line(tr.get('loss_curve') or [], title='training loss by step') + '</div>')
+    return '<section class="cards">' + ''.join(cards) + '</section>' if cards else ''
+
+_INDEX_CSS = ("body{font:14px/1.45 system-ui,sans-serif;margin:2rem;max-width:1150px;color:#222}h1{margin-bottom:.2rem}"
+              ".cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));gap:12px;margin:1rem 0 2rem}"
+              ".card{border:1px solid #ddd;border-radius:8px;padding:10px 14px}.card h3{margin:.1rem 0;font-size:15px}"
+              ".big{font-size:28px;font-weight:600;margin:.2rem 0}.good{color:#2a7d2a}.bad{color:#b22}.muted{color:#666;font-size:12px;margin:.2rem 0}"
+              "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}table{border-collapse:collapse;width:100%}"
+              "details pre{max-height:24rem;overflow:auto;background:#f7f7f7;padding:6px;font-size:12px}ul{padding-left:1.1rem;margin:.3rem 0}")
+
 def write_index(run_dir: Path, profile: dict, stages: list[dict]) -> Path:
-    "An index.html for a run: one row per stage with its time, status and links, plus the profile used."
+    "An index.html for a run: the headline numbers first (τ, α_k, speed-up against break-even, the store's diagnosis, bytes/token, training), then one row per stage with its files and its raw metrics one click away."
     rows = []
     for m in stages:
         stem = f"{m['_idx']:02d}_{m['stage']}"
         links = ' · '.join(f'<a href="{n}">{k}</a>' for k, n in [('report', m.get('html')), ('notebook', f'{stem}.ipynb'), ('metrics', f'{stem}.metrics.json')] if n)
-        summ = html.escape(json.dumps(m.get('metrics', {}))[:300])
-        rows.append(f"<tr><td>{m['_idx']}</td><td>{html.escape(m['stage'])}</td><td>{m['status']}</td><td>{m['seconds']:.1f}</td><td>{links}</td><td><code>{summ}</code></td></tr>")
+        raw = html.escape(json.dumps(m.get('metrics', {}), indent=1))   # exact, as the stage wrote it
+        rows.append(f"<tr id='stage-{html.escape(m['stage'])}'><td>{m['_idx']}</td><td>{html.escape(m['stage'])}</td><td class='{'good' if m['status'] == 'ok' else 'bad'}'>{m['status']}</td>"
+                    f"<td>{_hms(m['seconds'])}</td><td>{links}</td><td>{_stage_line(m)}<details><summary>raw metrics</summary><pre>{raw}</pre></details></td></tr>")
     total = sum(m['seconds'] for m in stages)
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>eagle_nb run {run_dir.name}</title>"
-            "<style>body{font:14px system-ui,sans-serif;margin:2rem}td,th{border:1px solid #ccc;padding:3px 8px}table{border-collapse:collapse}</style></head><body>"
-            f"<h1>eagle_nb run {html.escape(run_dir.name)}</h1><p>profile <b>{html.escape(profile['profile'])}</b> · {len(stages)} stages · {total:.0f}s</p>"
-            "<table><tr><th>#</th><th>stage</th><th>status</th><th>seconds</th><th>files</th><th>metrics</th></tr>" + ''.join(rows) + "</table>"
-            f"<h2>profile</h2><pre>{html.escape(yaml.safe_dump({k: v for k, v in profile.items() if not k.startswith('_')}, sort_keys=False))}</pre></body></html>")
+    failed = [m['stage'] for m in stages if m['status'] != 'ok']
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>eagle_nb run {html.escape(run_dir.name)}</title><style>{_INDEX_CSS}</style></head><body>"
+            f"<h1>eagle_nb run {html.escape(run_dir.name)}</h1><p>profile <b>{html.escape(profile['profile'])}</b> · {len(stages)} stages · {_hms(total)}"
+            + (f" · <span class='bad'>failed: {html.escape(', '.join(failed))}</span>" if failed else '') + "</p>"
+            + _cards(stages)
+            + "<h2>Stages</h2><table><tr><th>#</th><th>stage</th><th>status</th><th>time</th><th>files</th><th>what it made</th></tr>" + ''.join(rows) + "</table>"
+            f"<h2>Profile</h2><details><summary>{html.escape(profile.get('_path', profile['profile']))}</summary><pre>"
+            f"{html.escape(yaml.safe_dump({k: v for k, v in profile.items() if not k.startswith('_')}, sort_keys=False))}</pre></details></body></html>")
     atomic_write(run_dir/'index.html', page)
     return run_dir/'index.html'
 
@@ -179,10 +311,6 @@ def _measured_rates(ref: Path|None) -> dict:
     out['diagnose_s'] = run['stages'].get('diagnose', {}).get('seconds')
     return out
 
-def _hms(s: float|None) -> str:
-    if s is None or s != s: return '?'
-    s = int(round(s)); return f'{s // 3600}h {s % 3600 // 60:02d}m' if s >= 3600 else f'{s // 60}m {s % 60:02d}s'
-
 def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_from: Path|None = None, log=print):
     """Expected time and disk of a profile before committing to it: its prepare stage is run for real (the run later
     resumes from it), the extract preflight measures this machine's forward rate on the prepared data and checks the disk,
@@ -191,6 +319,7 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     from .data import TokenizedDataset
     from .extract import ExtractConfig, preflight, _free_disk
     from .target import load_target
+    from .core import setting_names
     root = project_dir()
     if root is None: raise EagleNbError("estimate: run it from an eagle_nb checkout")
     cfg = load_profile(profile, root)
@@ -206,9 +335,9 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     m = run_stage(st, i, run_dir, ctx, root/'nbs', log=log)        # real: the full run resumes from it
     rows.append(dict(stage=st['name'], tokens=None, rate=None, seconds=m['seconds'], basis='ran it (resumable: the run reuses it)'))
     ep = _fill(by_nb['01_extract.ipynb'][1]['parameters'], ctx)
-    data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out_dir'), load_target(ep.get('target', 'smollm2-135m'))
-    xc = ExtractConfig(layers=ep.get('layers', 'auto'), aux_dtype=ep.get('aux_dtype', 'bf16'), signal=ep.get('signal', 'final'),
-                       topk=int(ep.get('topk', 20)), limit=int(ep.get('limit', 0)), free_bytes=1 << 62, progress=False)
+    data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out'), load_target(ep.get('target', 'smollm2-135m'))
+    # the stage's parameters named like ExtractConfig fields are its settings (the notebook builds its config the same way)
+    xc = ExtractConfig(**{k: v for k, v in ep.items() if k in setting_names(ExtractConfig)}, free_bytes=1 << 62, progress=False)
     pf = preflight(data, tgt, Path(ep['out']), xc, verbose=False)   # free_bytes above: measure even when it will not fit
     free, _ = _free_disk(Path(ep['out']))
     rows.append(dict(stage=by_nb['01_extract.ipynb'][1]['name'], tokens=pf.attrs['tokens'], rate=pf.attrs['tokens_per_s'], seconds=pf.attrs['eta_s'],

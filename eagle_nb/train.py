@@ -377,25 +377,25 @@ class TrainConfig:
     "A training run; each field is also an `eagle-nb train --flag`."
     store: str = ''                 # hidden-state store directory (from `eagle-nb extract` or `eagle-nb import`)
     out: str = ''                   # output directory: checkpoints/, metrics.jsonl, eval.json and the drafter (load_drafter reads it)
-    data: str = ''                  # tokenized dataset whose draft vocab to use ('' = the store's dataset, else built from the store)
-    target: str = ''                # target name or directory ('' = the one named in the store manifest)
+    data: str = ''                  # tokenized dataset whose draft vocab to use (empty: the store's dataset, else built from the store)
+    target: str = ''                # target name or directory (empty: the one named in the store manifest)
     draft_vocab_size: int = 32000   # size of the draft vocab when it is built from the store's tokens
     ttt_steps: int = 7              # training-time-test depth (EAGLE-3: 7)
     loss_decay: float = 0.8         # the loss of TTT step i is weighted decay**i
-    steps: int = 0                  # optimizer steps (0 = `epochs` passes over the training split)
-    epochs: int = 1                 # passes over the training split when steps = 0
+    steps: int = 0                  # optimizer steps (0: `epochs` passes over the training split)
+    epochs: int = 1                 # passes over the training split when steps is 0
     lr: float = 1e-4                # peak learning rate (SpecForge 1e-4, EAGLE reference 5e-5)
     warmup: float = 0.015           # linear warmup, as a fraction of the steps
     min_lr_ratio: float = 0.0       # cosine decays to this fraction of lr
     weight_decay: float = 0.0       # AdamW weight decay
     beta1: float = 0.9              # AdamW beta1
     beta2: float = 0.95             # AdamW beta2
-    grad_clip: float = 0.5          # clip the global gradient norm (0 = off)
+    grad_clip: float = 0.5          # clip the global gradient norm (0: off)
     batch_tokens: int = 2048        # padded tokens per micro-batch: batch size x its longest sample
     micro_batches: int = 1          # micro-batches per optimizer step over all ranks (a multiple of the world size)
     max_len: int = 2048             # samples are truncated to this many tokens
     eval_fraction: float = 0.05     # share of sample ids held out for evaluation
-    eval_every: int = 0             # evaluate on the held-out split every N steps (0 = only at the end)
+    eval_every: int = 0             # evaluate on the held-out split every N steps (0: only at the end)
     eval_samples: int = 256         # at most this many held-out samples per evaluation
     save_every: int = 500           # write a resumable checkpoint every N steps (and at the end)
     keep_checkpoints: int = 2       # resumable checkpoints kept (older ones are deleted)
@@ -404,10 +404,10 @@ class TrainConfig:
     amp: bool = True                # bf16 autocast where the device runs it fast (CUDA, AMX/AVX512-BF16 CPUs)
     fsdp: bool = False              # shard parameters/gradients/optimizer state with FSDP2 (torchrun, big targets)
     resume: bool = True             # continue from the latest checkpoint in `out` when there is one
-    chunk_rows: int = 0             # lm_head rows per loss chunk (0 = auto: about 512 MB of logits and gradients)
+    chunk_rows: int = 0             # lm_head rows per loss chunk (0: auto, about 512 MB of logits and gradients)
     compile: bool = True            # torch.compile the fused softmax/CE/gradient kernel (about 2x on CPU; the first compile takes a minute)
     init_lm_head: str = 'random'    # 'random' (normal 0.02) or 'target': start from the target's lm_head rows of the draft vocab
-    device: str = ''                # '' = CUDA when present, else CPU
+    device: str = ''                # empty: CUDA when present, else CPU
 
     def __post_init__(self):
         def bad(msg): raise EagleNbError(f"TrainConfig: {msg}")
@@ -431,15 +431,6 @@ class TrainConfig:
         if self.save_every < 1 or self.keep_checkpoints < 1: bad("save_every and keep_checkpoints must be >= 1")
         if self.init_lm_head not in ('random', 'target'): bad(f"init_lm_head={self.init_lm_head!r}; use 'random' or 'target'")
 
-def _field_help(cls) -> dict[str, str]:
-    "The `# comment` after each dataclass field in the source of `cls` (the help text)."
-    try: src = inspect.getsource(cls)
-    except (OSError, TypeError):  # defined in a notebook: read the exported module's copy
-        try:
-            import importlib
-            src = inspect.getsource(getattr(importlib.import_module('eagle_nb.train'), cls.__name__))
-        except Exception: return {}
-    return {m.group(1): m.group(2).strip() for m in re.finditer(r'^\s+(\w+):\s*[^=\n]+=[^#\n]*#\s*(.*)$', src, re.M)}
 
 # %% ../nbs/03_train.ipynb #fa71b294
 def load_target_heads(name_or_path: str) -> tuple[Any, Tensor, Tensor]:
@@ -867,12 +858,8 @@ def train(config: TrainConfig,
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store')
     ap.add_argument('--config', default='', help='YAML/JSON file of TrainConfig fields (flags override it)')
-    helps = _field_help(TrainConfig)
-    for f in fields(TrainConfig):
-        flag = '--' + f.name.replace('_', '-')
-        typ = {'int': int, 'float': float, 'str': str, 'bool': bool}[f.type if isinstance(f.type, str) else f.type.__name__]
-        if typ is bool: ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=f"{helps.get(f.name, '')} (default: {f.default!r})")
-        else: ap.add_argument(flag, dest=f.name, type=typ, default=None, metavar=f.name.upper(), help=f"{helps.get(f.name, '')} (default: {f.default!r})")
+    from eagle_nb.core import add_config_flags
+    add_config_flags(ap, TrainConfig)   # one flag per field; its help is the field's comment
     return ap
 
 def config_from_args(argv: list[str]) -> TrainConfig:

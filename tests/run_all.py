@@ -2,7 +2,8 @@
 """Every check and test of eagle_nb, ending with one plain `N passed, N failed` line.
 
 1. notebooks are the source: `nbdev_export` and `nbdev_clean` leave no diff;
-2. papermill conventions: each runnable notebook has exactly one `parameters` cell, literals only;
+2. papermill conventions: each runnable notebook has exactly one `parameters` cell, literals only, whose names,
+   types and help are the settings of the config it builds (NOTEBOOK_SETTINGS), and the profiles name only those;
 3. `nbdev_test` on every notebook (cells flagged `slow` run too unless --fast; `cuda` only with a GPU);
 4. pytest on tests/.
 """
@@ -15,6 +16,21 @@ NBS = ROOT/'nbs'
 BIN = Path(sys.executable).parent
 # Notebooks papermill runs as reports (make demo); each must have exactly one `parameters` cell.
 RUNNABLE = ['00_data.ipynb', '01_extract.ipynb', '02_diagnostics.ipynb', '03_train.ipynb', '04_eval.ipynb']
+
+# Settings are defined once: each runnable notebook's parameters are the settings of the config it builds (the field's
+# name, type and `# comment` as help; the notebook builds it with eagle_nb.core.config_from_notebook), plus the page's own
+# run parameters named here. (module, config or function) or None for a page that builds none.
+NOTEBOOK_SETTINGS = {
+    '00_data.ipynb': (('eagle_nb.data', 'PrepareConfig'), ['metrics_out']),
+    '01_extract.ipynb': (('eagle_nb.extract', 'ExtractConfig'), ['target', 'data', 'out', 'metrics_out']),
+    '02_diagnostics.ipynb': (('eagle_nb.diagnostics', 'diagnose_store'), ['demo_target', 'n_samples', 'min_tokens', 'max_tokens', 'seed',
+                                                                     'smollm2_samples', 'metrics_out']),
+    '03_train.ipynb': (('eagle_nb.train', 'TrainConfig'), ['plot_every', 'metrics_out']),
+    '04_eval.ipynb': (('eagle_nb.eval', 'EvalConfig'), ['out', 'metrics_out']),
+}
+# One name per thing the stages pass between them (the profiles in configs/ tie them together): never these aliases.
+ALIASES = {'target_name': 'target', 'model': 'target', 'target_dir': 'target', 'out_dir': 'out', 'output': 'out',
+           'output_dir': 'out', 'store_dir': 'store', 'store_path': 'store', 'data_dir': 'data'}
 
 results = []  # (name, ok, detail)
 def record(name, ok, detail=''):
@@ -59,6 +75,71 @@ def parameters_problems(nb_path, must_have):
         probs.append(f"{nb_path.name}: metadata.kernelspec.name must be python3 (papermill needs a kernel)")
     return probs
 
+def papermill_help(text: str) -> str:
+    "A setting's help as a papermill parameter line can carry it (a second '=' on the line hides the parameter)."
+    import re
+    return re.sub(r'\s+=\s+', ': ', text)
+
+def settings_problems(nbs=NBS, table=None, profiles=None) -> list[str]:
+    "Where a runnable notebook's parameters are not its config's settings (names, types, help), or a profile names others."
+    import importlib, re
+    if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
+    from eagle_nb.core import setting_names, field_help, _flag_type
+    import inspect, dataclasses
+    probs, table = [], NOTEBOOK_SETTINGS if table is None else table
+    declared_by = {}
+    for name, (source, run_params) in table.items():
+        nb = json.loads((Path(nbs)/name).read_text())
+        cells = [c for c in nb['cells'] if c['cell_type'] == 'code']
+        pcell = [c for c in cells if 'parameters' in c.get('metadata', {}).get('tags', [])]
+        if len(pcell) != 1: probs.append(f"{name}: {len(pcell)} parameters cells"); continue
+        body = ast.parse(''.join(pcell[0]['source'])).body
+        params = {n.target.id: (n, ''.join(pcell[0]['source']).splitlines()[n.lineno - 1]) for n in body if isinstance(n, ast.AnnAssign)}
+        declared_by[name] = set(params)
+        settings, helps, types = [], {}, {}
+        if source:
+            obj = getattr(importlib.import_module(source[0]), source[1])
+            settings, helps = setting_names(obj), field_help(obj)
+            types = ({f.name: _flag_type(f.type).__name__ for f in dataclasses.fields(obj)} if dataclasses.is_dataclass(obj)
+                     else {k: _flag_type(v.annotation).__name__ for k, v in inspect.signature(obj).parameters.items()})
+        for k in run_params:
+            if k in settings: probs.append(f"{name}: run parameter `{k}` is also a {source[1]} setting; drop it from NOTEBOOK_SETTINGS")
+            if k not in params: probs.append(f"{name}: NOTEBOOK_SETTINGS lists `{k}`, the parameters cell has no such parameter")
+        for k, (node, line) in params.items():
+            if k in ALIASES: probs.append(f"{name}: parameter `{k}`: call it `{ALIASES[k]}`, as the other stages do")
+            if k in run_params: continue
+            if k not in settings:
+                probs.append(f"{name}: parameter `{k}` is not a setting of {source[1] if source else 'this page'}"
+                             + (f" ({', '.join(settings)}); rename it to the field it sets, or add it to NOTEBOOK_SETTINGS" if source else '; add it to NOTEBOOK_SETTINGS'))
+                continue
+            ann = ast.unparse(node.annotation)
+            if ann != types[k]: probs.append(f"{name}: parameter `{k}: {ann}`, but {source[1]}.{k} is {types[k]}")
+            want, got = papermill_help(helps.get(k, '')), (line.split('#', 1)[1].strip() if '#' in line else '')
+            if '=' in want: probs.append(f"{source[1]}.{k}: its help holds '=' ({want!r}), which papermill cannot carry; rephrase the comment")
+            elif got != want: probs.append(f"{name}: parameter `{k}` help {got!r}; the help is {source[1]}.{k}'s comment: {want!r}")
+        if source:   # built from the parameters, and no cell between them and the build rebinds one of their names
+            after = cells[cells.index(pcell[0]) + 1:]
+            build = next((i for i, c in enumerate(after) if re.search(rf"config_from_notebook\(\s*{source[1]}\s*,\s*'{re.escape(name)}'", ''.join(c['source']))), None)
+            if build is None: probs.append(f"{name}: no cell builds {source[1]} with config_from_notebook({source[1]}, '{name}', globals())")
+        cut = cells.index(pcell[0])
+        for c in cells[cut + 1:] if not source or build is None else cells[cut + 1:cut + 1 + build]:
+            try: tree = ast.parse('\n'.join(l for l in ''.join(c['source']).splitlines() if not l.lstrip().startswith(('%', '!'))))
+            except SyntaxError: continue
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)): continue
+                bound = {x.id for x in ast.walk(node) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
+                bound |= {(a.asname or a.name).split('.')[0] for a in getattr(node, 'names', [])} if isinstance(node, (ast.Import, ast.ImportFrom)) else set()
+                for k in sorted(bound & set(params)):
+                    probs.append(f"{name}: a cell after the parameters cell rebinds `{k}` before the config is built; rename that variable")
+    if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
+    from eagle_nb.pipeline import load_profile
+    for prof in sorted((ROOT/'configs').glob('*.yaml')) if profiles is None else profiles:
+        for st in load_profile(str(prof), ROOT)['stages']:
+            if st['notebook'] not in declared_by: continue
+            for k in sorted(set(st['parameters']) - declared_by[st['notebook']]):
+                probs.append(f"{Path(prof).name}: stage {st['name']}: `{k}` is not a parameter of {st['notebook']}")
+    return probs
+
 def run_nb(args):
     """nbdev_test one notebook in its own process (state never leaks between notebooks).
     Two notebooks run at once on a 2-core machine, so each gets one OpenMP thread: two processes with two
@@ -85,6 +166,8 @@ def main():
             probs += parameters_problems(nb, nb.name in RUNNABLE)
         missing = [n for n in RUNNABLE if not (NBS/n).exists()]
         record('papermill parameters cells', not probs, '; '.join(probs))
+        sp = settings_problems()
+        record('notebook parameters are their config\'s settings', not sp, '; '.join(sp))
         if missing: print(f"note: runnable notebooks not written yet: {', '.join(missing)}")
 
     import torch

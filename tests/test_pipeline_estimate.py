@@ -10,8 +10,8 @@ def _profile(tmp_path, train_file='tiny/03_train.yaml'):
     (tmp_path/'tiny'/'03_train.yaml').write_text('steps: 0\nepochs: 3\nmax_len: 128\neval_fraction: 0.25\nlr: 0.5\n')
     prof = tmp_path/'tiny.yaml'
     prof.write_text(yaml.safe_dump(dict(profile='tiny-est', stages=[
-        dict(name='prepare', notebook='00_data.ipynb', parameters=dict(data='sharegpt', target_name='tiny-llama', max_len=128, limit=12,
-                                                                       draft_vocab_size=256, holdout=2, out_dir='{run_dir}/data')),
+        dict(name='prepare', notebook='00_data.ipynb', parameters=dict(data='sharegpt', target='tiny-llama', max_len=128, limit=12,
+                                                                       draft_vocab_size=256, holdout=2, out='{run_dir}/data')),
         dict(name='extract', notebook='01_extract.ipynb', parameters=dict(target='tiny-llama', data='{run_dir}/data', out='{run_dir}/store', limit=0)),
         dict(name='train', notebook='03_train.ipynb', parameters_file=train_file, parameters=dict(store='{run_dir}/store', lr=0.25)),
         dict(name='eval', notebook='04_eval.ipynb', parameters=dict(target='tiny-llama', prompts='humaneval,sharegpt-heldout', limit=3, max_new_tokens=10)),
@@ -30,7 +30,7 @@ def test_parameters_file_missing(tmp_path):
 def test_shipped_full_profile_resolves():
     p = load_profile('full')
     st = {s['name']: s['parameters'] for s in p['stages']}
-    assert st['prepare']['limit'] == 0 and st['prepare']['out_dir'] == '{run_dir}/data'
+    assert st['prepare']['limit'] == 0 and st['prepare']['out'] == '{run_dir}/data'
     assert st['train']['store'] == '{run_dir}/store' and st['train']['epochs'] >= 1
 
 @pytest.mark.slow
