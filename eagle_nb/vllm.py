@@ -319,6 +319,8 @@ class VllmSource:
                     if u in self._live: self._live.remove(u); self.report['dropped'].append(str(e))
                     self.report['retries'] += 1
                 continue
+            except EagleNbError as e:                                        # the server refused this request (HTTP 4xx/5xx)
+                got = ('http', str(e))
             finally:
                 with self._lock: self._busy[u] -= 1; self.report['requests'] += 1
             if _is_failure(got):
