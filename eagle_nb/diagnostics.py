@@ -1085,10 +1085,13 @@ def explorer(c: Comparison) -> Explorer:
 
 # %% ../nbs/02_diagnostics.ipynb #60187500
 def diagnose_main(argv: list[str]) -> int:
-    "Compare two hidden-state stores layer by layer and say what is wrong."
+    "Compare two hidden-state stores layer by layer and say what is wrong (one store: against its target, captured again in process)."
     ap = argparse.ArgumentParser(prog='eagle-nb diagnose', description=diagnose_main.__doc__)
-    ap.add_argument('store_a', help='reference store: the states serving will feed the drafter (ideally with all layers 0..L)')
-    ap.add_argument('store_b', help='the store under test')
+    ap.add_argument('store_a', help='reference store: the states serving will feed the drafter (ideally with all layers 0..L); '
+                    'alone: the store under test, diagnosed against its target run in process (diagnose_store)')
+    ap.add_argument('store_b', nargs='?', default=None, help='the store under test')
+    ap.add_argument('--target', default='', help="one store: its target (name or HF directory; default: the one its manifest names)")
+    ap.add_argument('--samples', type=int, default=4, help="one store: samples captured again in process, all layers")
     ap.add_argument('--json', action='store_true', help='print the findings, evidence and fixes as JSON')
     ap.add_argument('--limit', type=int, default=None, help='compare at most N samples')
     ap.add_argument('--expect-layers', default=None, help="HF ids B's slots should hold, e.g. 2,15,27 (default: B's labels)")
@@ -1099,7 +1102,8 @@ def diagnose_main(argv: list[str]) -> int:
     if a.expect_layers:
         try: expect = [int(x) for x in a.expect_layers.split(',')]
         except ValueError: raise EagleNbError(f"--expect-layers {a.expect_layers!r}: comma-separated integers, e.g. 2,15,27") from None
-    c = compare(a.store_a, a.store_b, expect=expect, limit=a.limit, max_shift=a.max_shift)
+    if a.store_b is None: c = diagnose_store(a.store_a, a.target, store_samples=a.samples)
+    else: c = compare(a.store_a, a.store_b, expect=expect, limit=a.limit, max_shift=a.max_shift)
     if a.plots:
         out = Path(a.plots); out.mkdir(parents=True, exist_ok=True)
         plot_layer_curves(c).savefig(out/'layer_curves.png', dpi=100)

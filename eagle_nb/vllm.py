@@ -4,7 +4,7 @@
 
 # %% ../nbs/01d_vllm.ipynb #cae6fe26
 from __future__ import annotations
-import fcntl, itertools, json, os, threading, time, urllib.error, urllib.request
+import fcntl, http.client, json, os, threading, time, urllib.error, urllib.request
 from concurrent.futures import ThreadPoolExecutor, FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +16,9 @@ from .extract import SampleStates, WriteConfig, write_store
 from .target import TargetInfo
 
 # %% auto #0
-__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'vllm_server_argv',
-           'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file',
-           'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
+__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'connector_pythonpath',
+           'vllm_server_argv', 'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file',
+           'validate_vllm_file', 'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
            'acceptance_from_counters', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
@@ -27,9 +27,17 @@ CONNECTOR_CLASS = 'EagleNbCpuHiddenStatesConnector'
 STOCK_CONNECTOR = 'ExampleHiddenStatesConnector'
 REQUIRED_FLAGS = ('--no-enable-prefix-caching',)      # a cached prefix is not recomputed: its rows would come from another request
 
-def _source_root() -> Path:
-    "The directory holding the `eagle_nb` package (put on the vLLM server's PYTHONPATH for the connector)."
-    return Path(__file__).resolve().parent.parent if '__file__' in globals() else Path.cwd()
+def connector_pythonpath(run_dir: Path|str) -> Path:
+    "A directory holding only `eagle_nb/vllm_connector.py` (and an empty `eagle_nb/__init__.py`): the vLLM server's PYTHONPATH."
+    # Only the connector travels: the project's own packages (its transformers, torch) must not shadow the engine venv's.
+    import eagle_nb
+    src = Path(eagle_nb.__file__).with_name('vllm_connector.py')
+    if not src.exists(): raise EagleNbError(f"{src}: missing; this eagle_nb build lacks the vLLM connector (nbdev_export 01e_vllm_connector)")
+    pkg = Path(run_dir)/'pythonpath'/'eagle_nb'
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg/'__init__.py').write_text('')
+    (pkg/'vllm_connector.py').write_bytes(src.read_bytes())
+    return pkg.parent
 
 def _default_memory_fraction() -> float|None:
     return None if torch.cuda.is_available() else 0.15
@@ -42,7 +50,7 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
                      speculative: dict|None = None,      # speculative_config for serving (eagle3 drafter)
                      max_model_len: int = 2048,
                      memory_fraction: float|None = None,   # --gpu-memory-utilization (on CPU: of host memory); None: CPU 0.15, GPU vLLM's default
-                     connector: str = 'eagle_nb',        # 'eagle_nb' (CPU-capable) or 'stock' (vLLM's, CUDA only)
+                     connector: str = 'auto',            # 'eagle_nb' (CPU-capable), 'stock' (vLLM's, CUDA only); auto: stock with CUDA
                      prefix_caching: bool = False,       # serving only: extraction refuses it
                      extra: Sequence[str] = ()) -> list[str]:
     "The command line of a vLLM OpenAI server on 127.0.0.1:port (prefix caching off unless asked for serving)."
@@ -60,7 +68,8 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
         if storage is None: raise EagleNbError('extract_layer_ids needs storage (the directory the connector writes to)')
         spec = dict(method='extract_hidden_states', num_speculative_tokens=1,
                     draft_model_config=dict(hf_config=dict(eagle_aux_hidden_state_layer_ids=[int(k) for k in extract_layer_ids])))
-        if connector not in ('eagle_nb', 'stock'): raise EagleNbError(f"connector={connector!r}: use 'eagle_nb' or 'stock'")
+        if connector == 'auto': connector = 'stock' if torch.cuda.is_available() else 'eagle_nb'
+        if connector not in ('eagle_nb', 'stock'): raise EagleNbError(f"connector={connector!r}: use 'auto', 'eagle_nb' or 'stock'")
         kv = dict(kv_connector=CONNECTOR_CLASS if connector == 'eagle_nb' else STOCK_CONNECTOR, kv_role='kv_producer',
                   kv_connector_extra_config=dict(shared_storage_path=str(storage)))
         if connector == 'eagle_nb': kv['kv_connector_module_path'] = CONNECTOR_MODULE
@@ -81,7 +90,7 @@ def start_vllm_server(model: Path|str,                # HF model directory of th
     port = free_port()
     if argv_kw.get('extract_layer_ids') is not None: argv_kw.setdefault('storage', run_dir/f'{name}-states')
     argv = vllm_server_argv(engine_python('vllm'), model, port, **argv_kw)
-    env = dict(PYTHONPATH=str(_source_root()),           # the connector module; nothing of the project venv
+    env = dict(PYTHONPATH=str(connector_pythonpath(run_dir)),   # the connector module alone; nothing of the project venv
                VLLM_NO_USAGE_STATS='1', DO_NOT_TRACK='1', HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
     srv = EngineServer(argv, port, run_dir/f'{name}.log', env=env, startup_timeout=startup_timeout, name=name)
     srv.storage = argv_kw.get('storage')
@@ -100,7 +109,7 @@ class ServerDown(Exception):
 
 def _call(url: str, path: str, body: dict|None = None, timeout: float = 600.0) -> dict|str:
     try: status, data = _http(url, path, body, timeout)
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as e:
         raise ServerDown(f"{url}: {getattr(e, 'reason', e)}") from None
     if status >= 400:
         raise EagleNbError(f"{url}{path}: HTTP {status}: {data[:300].decode(errors='replace')}")
@@ -224,12 +233,18 @@ class VllmSource:
         self._live = list(self.urls)
         self._busy = {u: 0 for u in self.urls}
         self._lock = threading.Lock()
-        self.models = {u: served_model(u) for u in self.urls}
-        self.preflight_info = self.preflight()
+        try:
+            self.models = {u: served_model(u) for u in self.urls}
+            self.preflight_info = self.preflight()
+        except ServerDown as e:
+            self.close(); raise EagleNbError(f"no vLLM server answers at {e}; start one there or drop that --url") from None
+        except BaseException:
+            self.close(); raise
 
     def engine_record(self) -> dict:
         "The manifest's `engine`: vLLM, its method, connector, the ids it was given and what was done to id L."
-        return dict(name='vllm', method='extract_hidden_states', connector=f'{CONNECTOR_MODULE}.{CONNECTOR_CLASS}',
+        conn = self.servers[0].argv[self.servers[0].argv.index('--kv-transfer-config') + 1] if self.servers else "the --url servers' own"
+        return dict(name='vllm', method='extract_hidden_states', connector=conn,
                     source_layer_ids=self.source_layer_ids, server_layer_ids=self.server_layer_ids, final_norm='applied' if self.norm is not None else 'pre',
                     flags=list(REQUIRED_FLAGS), servers={u: self.models[u] for u in self.urls},
                     version=self.preflight_info.get('version'))
@@ -304,6 +319,8 @@ class VllmSource:
                     if u in self._live: self._live.remove(u); self.report['dropped'].append(str(e))
                     self.report['retries'] += 1
                 continue
+            except EagleNbError as e:                                        # the server refused this request (HTTP 4xx/5xx)
+                got = ('http', str(e))
             finally:
                 with self._lock: self._busy[u] -= 1; self.report['requests'] += 1
             if _is_failure(got):

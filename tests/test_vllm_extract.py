@@ -65,36 +65,63 @@ def test_seed_mistake_named_layer_offset(server, data, target, tmp_path):
     c = compare(ref, tmp_path/'mistake')
     assert 'layer_offset' in c.kinds, c.report()
 
+def test_one_store_diagnosis_names_layer_offset(server, data, target, tmp_path, capsys):
+    "`eagle-nb diagnose STORE --target T` alone (diagnostics.diagnose_store) names the same mistake, with its fix."
+    from eagle_nb.cli import main
+    mislabelled = [k + 1 if k != 30 else k for k in SERVER_IDS]
+    assert _extract(data[:3], target, tmp_path/'mistake', server.url, server_layer_ids=mislabelled).complete
+    capsys.readouterr()
+    rc = main(['diagnose', str(tmp_path/'mistake'), '--target', 'smollm2-135m', '--samples', '3'])
+    out = capsys.readouterr().out
+    assert rc == 1 and 'layer_offset' in out and 'NOT usable' in out, out
+
 def test_bad_tokens_and_width_are_refused(server, target):
     "A --url server capturing other layers than declared: its files fail the width check before anything is stored."
     from eagle_nb.vllm import VllmSource
     with pytest.raises(EagleNbError, match='width'):
         VllmSource(target, [2, 15, 27], urls=[server.url])                # the server writes 7 layers, 4 expected
 
-def test_server_killed_mid_extraction_then_resume(server, data, target, tmp_path):
-    "kill -9 of the vLLM server while extracting: one clear error; a rerun on a new server resumes, nothing lost or duplicated."
-    from eagle_nb.vllm import start_vllm_server
+def _kill_when_storing(store_dir, srv, after_s=1.5):
+    "A thread that kills `srv` (SIGKILL of its process group) once the run has written a new shard."
+    n0 = len(list(store_dir.glob('shard-*.safetensors')))
+    def run():
+        while len(list(store_dir.glob('shard-*.safetensors'))) <= n0: time.sleep(0.05)
+        time.sleep(after_s); srv.kill()
+    th = threading.Thread(target=run, daemon=True); th.start()
+    return th
+
+def test_server_killed_mid_extraction_then_resume_with_failover(server, data, target, tmp_path):
+    """kill -9 of the only server mid-run: one clear line, validated samples kept. The rerun shares the work between two new
+    servers, one of which is killed mid-run too: it fails over to the other, stores exactly the missing samples, no duplicates."""
+    from concurrent.futures import ThreadPoolExecutor
+    from eagle_nb.extract import WriteConfig, write_store
+    from eagle_nb.vllm import VllmSource, start_vllm_server
     from eagle_nb.store import HiddenStateStore, verify_store
     from eagle_nb.target import TARGETS
     many = [dict(d, id=f"{d['id']}-{r}") for r in range(8) for d in data]   # 48 samples: long enough to be killed in the middle
-    done = []
-    def killer():
-        while not (tmp_path/'store'/'manifest.json').exists(): time.sleep(0.05)
-        time.sleep(1.5); server.kill(); done.append(time.time())
-    th = threading.Thread(target=killer); th.start()
+    out, cfg = tmp_path/'store', WriteConfig(verbose=False, progress=False, shard_bytes=1 << 16)   # small shards: progress on disk
+    out.mkdir()
+    th = _kill_when_storing(out, server)
     with pytest.raises(EagleNbError) as e:
-        _extract(many, target, tmp_path/'store', server.url, concurrency=2)
+        _extract(many, target, out, server.url, concurrency=2, config=cfg)
     th.join()
     msg = str(e.value)
     assert 'unreachable' in msg and 'rerun' in msg and '\n' not in msg, msg
-    first = HiddenStateStore.open(tmp_path/'store')
-    n_first = len(first.manifest['samples'])
-    assert n_first < len(many), n_first                                  # killed before the end
-    srv = start_vllm_server(TARGETS['smollm2-135m'](), tmp_path/'run2', name='vllm-extract', extract_layer_ids=SERVER_IDS)
-    try: rep = _extract(many, target, tmp_path/'store', srv.url)
-    finally: srv.stop()
+    n_first = len(HiddenStateStore.open(out).manifest['samples'])
+    assert 0 < n_first < len(many), n_first
+    with ThreadPoolExecutor(2) as ex:
+        srvs = list(ex.map(lambda k: start_vllm_server(TARGETS['smollm2-135m'](), tmp_path/f'run{k}', name='vllm-extract',
+                                                       extract_layer_ids=SERVER_IDS), (2, 3)))
+    try:
+        src = VllmSource(target, [2, 15, 27], urls=[s.url for s in srvs], server_layer_ids=SERVER_IDS, concurrency=2)
+        th = _kill_when_storing(out, srvs[0], 1.0)
+        rep = write_store(src, many, out, cfg)
+        th.join()
+    finally:
+        for s in srvs: s.stop()
     assert rep.skipped == n_first and rep.stored == len(many) - n_first and rep.complete, rep.summary()
-    s = HiddenStateStore.open(tmp_path/'store')
+    assert len(src.report['dropped']) == 1 and srvs[0].url.split('//')[1] in src.report['dropped'][0], src.report
+    s = HiddenStateStore.open(out)
     ids = [x['id'] for x in s.manifest['samples']]
     assert sorted(ids) == sorted(d['id'] for d in many) and len(ids) == len(set(ids))
-    assert verify_store(tmp_path/'store').ok
+    assert verify_store(out).ok
