@@ -8,7 +8,8 @@ detection table (emulated cases x verdict kinds) on `--detect` SmolLM2 samples.
 """
 import argparse, os, time, torch
 from eagle_nb.target import load_target
-from eagle_nb.diagnostics import Extraction, capture_states, compare, default_taps, demo_samples, detection_table, detection_cases
+from eagle_nb.diagnostics import Extraction, capture_states, compare, default_taps, demo_samples
+from eagle_nb.emulators import detection_table, detection_cases
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--samples', type=int, default=100)

@@ -15,12 +15,10 @@ import torch.nn.functional as F
 from .core import EagleNbError, progress
 
 # %% auto #0
-__all__ = ['UNIT_ROUNDOFF', 'SAFETY', 'KINDS', 'default_taps', 'Extraction', 'save_store', 'capture_states', 'engine_extraction',
-           'delta_extraction', 'tp_partial_extraction', 'token_mismatch_samples', 'token_mismatch_extraction',
-           'drop_prefix_rows', 'shift_rows', 'scale_states', 'inject_nonfinite', 'perturb_states', 'cast_states',
-           'unit_roundoff', 'envelope', 'Comparison', 'compare', 'demo_samples', 'detection_cases', 'detection_table',
-           'token_metrics', 'plot_layer_curves', 'plot_cross_layer', 'plot_token_errors', 'Explorer', 'explorer',
-           'diagnose_main', 'diagnose_store', 'store_verdict', 'CONVENTIONS', 'TensorParallel']
+__all__ = ['UNIT_ROUNDOFF', 'SAFETY', 'default_taps', 'Extraction', 'save_store', 'capture_states', 'unit_roundoff', 'envelope',
+           'Comparison', 'compare', 'demo_samples', 'token_metrics', 'plot_layer_curves', 'plot_cross_layer',
+           'plot_token_errors', 'Explorer', 'explorer', 'diagnose_main', 'diagnose_store', 'store_verdict',
+           'CONVENTIONS', 'TensorParallel']
 
 # %% ../nbs/02_diagnostics.ipynb #7e77827f
 # layer ids and capture have one definition, in eagle_nb.conventions (CONVENTIONS, TensorParallel re-exported)
@@ -156,146 +154,6 @@ def capture_states(target,                           # a `Target`
     meta = dict(name=name, engine='hf', compute_dtype=cdt, storage_dtype='float32', final=final,
                 capture=dict(delta=delta, tp=None if tp is None else vars(tp), batch_size=batch_size))
     return Extraction(out, ids, 'hf', L, meta)
-
-# %% ../nbs/02_diagnostics.ipynb #bb8ecc17
-def engine_extraction(target, samples: Mapping[str, Sequence[int]],
-                      engine: str,                     # 'vllm', 'sglang' or 'hf'
-                      config_ids: Sequence[int]|None = None,  # ids written in the engine's EAGLE-3 config (None: its defaults)
-                      believed: str|None = None,       # the convention the user read `config_ids` in (labels the result)
-                      *, final: str|None = 'engine',   # 'engine' (vLLM: pre-norm id L; SGLang/HF: post-norm), 'post', 'pre' or None
-                      sglang_rule: str = 'always',     # 'always' +1 (llama.py) or 'first_is_one' (newer builds)
-                      **capture_kw) -> Extraction:
-    "What `engine` captures when its config names `config_ids`, labelled as the user believed."
-    L = target.num_layers
-    if engine == 'vllm':   # ids as given (HF index); vLLM's id L is before the final norm
-        held = list(config_ids) if config_ids is not None else default_taps(L)
-        eng_final = 'pre'
-    elif engine == 'sglang':
-        held = default_taps(L) if config_ids is None else sglang_layers_to_capture(config_ids, sglang_rule)
-        eng_final = 'post'
-    elif engine == 'hf':
-        held = list(config_ids) if config_ids is not None else default_taps(L)
-        eng_final = 'post'
-    else: raise EagleNbError(f"engine {engine!r}: use 'vllm', 'sglang' or 'hf'")
-    fin = eng_final if final == 'engine' else final
-    ext = capture_states(target, samples, held, final=fin, name=f'{engine}-convention', **capture_kw)
-    labels = list(config_ids) if config_ids is not None else default_aux_layers(L, 'sglang_config' if engine == 'sglang' else engine, strict=False)
-    conv = believed or {'vllm': 'vllm', 'sglang': 'sglang_config', 'hf': 'hf'}[engine]
-    for s in ext.samples.values(): s['layers'] = {lab: s['layers'][h] for lab, h in zip(labels, held)}
-    ext.layer_ids, ext.convention = labels, conv
-    ext.meta.update(engine=engine, config_ids=list(config_ids) if config_ids is not None else None, held_hf_ids=held)
-    return ext
-
-# %% ../nbs/02_diagnostics.ipynb #79f53b6b
-def delta_extraction(target, samples, layer_ids: Sequence[int], part: str = 'layer', **capture_kw) -> Extraction:
-    "States captured without the residual: id k holds layer k-1's update ('layer') or its MLP output alone ('mlp', vLLM's `hidden_states`)."
-    ext = capture_states(target, samples, layer_ids, delta=part, name=f'delta-{part}', **capture_kw)
-    return ext
-
-def tp_partial_extraction(target, samples, layer_ids: Sequence[int], ranks: int = 2, rank: int = 0,
-                          parts: tuple = ('attn', 'mlp'), **capture_kw) -> Extraction:
-    "States as one tensor-parallel rank sees them before the all-reduce: the stream minus the other ranks' partial sums."
-    return capture_states(target, samples, layer_ids, tp=TensorParallel(ranks, rank, tuple(parts)), name=f'tp{ranks}-rank{rank}', **capture_kw)
-
-def _system_prefix(tok) -> list[int]:
-    "Token ids of a default system turn in the tokenizer's own chat template (what some templates insert)."
-    msgs = [{'role': 'system', 'content': 'You are a helpful assistant.'}]
-    return _as_ids(tok.apply_chat_template(msgs, tokenize=True, return_dict=False))
-
-def token_mismatch_samples(target, samples: Mapping[str, Sequence[int]], mode: str = 'bos') -> dict[str, list[int]]:
-    "The samples as a mis-tokenizing pipeline produces them: 'bos' prepends a BOS (doubled BOS), 'system' adds a default system turn."
-    tok = target.tokenizer
-    out = {}
-    for sid, ids in samples.items():
-        ids = _as_ids(ids)
-        if mode == 'bos': out[sid] = [tok.bos_token_id if tok.bos_token_id is not None else tok.pad_token_id] + ids
-        elif mode == 'system':
-            pre = _system_prefix(tok)
-            out[sid] = pre + (ids[1:] if tok.bos_token_id is not None and ids[:1] == pre[:1] else ids)
-        else: raise EagleNbError(f"token mismatch mode {mode!r}: 'bos' or 'system'")
-    return out
-
-def token_mismatch_extraction(target, samples, layer_ids: Sequence[int], mode: str = 'bos', **capture_kw) -> Extraction:
-    "States of differently tokenized samples (extra BOS, another template), under the same sample ids."
-    return capture_states(target, token_mismatch_samples(target, samples, mode), layer_ids, name=f'tokens-{mode}', **capture_kw)
-
-# %% ../nbs/02_diagnostics.ipynb #4e92d0b6
-def _map_samples(ext: Extraction, fn: Callable[[str, dict], dict], name: str, **meta) -> Extraction:
-    "A new extraction with `fn(sample_id, sample)` applied to every sample (tensors are cloned first)."
-    out = {}
-    for sid in ext.ids:
-        s = ext.samples[sid]
-        c = dict(input_ids=s['input_ids'].clone(), layers={k: v.clone() for k, v in s['layers'].items()},
-                 final=None if s.get('final') is None else s['final'].clone())
-        out[sid] = fn(sid, c)
-    return Extraction(out, list(ext.layer_ids), ext.convention, ext.num_layers, {**ext.meta, 'name': name, **meta})
-
-def drop_prefix_rows(ext: Extraction, rows: int|Callable[[str, int], int] = 8,
-                     style: str = 'rows') -> Extraction:
-    "Drop each sample's first `rows` rows as a radix-cache hit does ('rows': ids kept, fewer rows; 'ids': ids cut too; 'zeros': rows zeroed)."
-    def f(sid, s):
-        T = len(s['input_ids'])
-        m = rows(sid, T) if callable(rows) else min(int(rows), T - 1)
-        if style == 'rows':
-            s['layers'] = {k: v[m:] for k, v in s['layers'].items()}
-            if s['final'] is not None: s['final'] = s['final'][m:]
-        elif style == 'ids':
-            s['input_ids'] = s['input_ids'][m:]
-            s['layers'] = {k: v[m:] for k, v in s['layers'].items()}
-            if s['final'] is not None: s['final'] = s['final'][m:]
-        elif style == 'zeros':
-            for v in [*s['layers'].values(), *([s['final']] if s['final'] is not None else [])]: v[:m] = 0
-        else: raise EagleNbError(f"style {style!r}: 'rows', 'ids' or 'zeros'")
-        return s
-    return _map_samples(ext, f, f'{ext.name}-radix', dropped_rows=rows if not callable(rows) else 'per sample')
-
-def shift_rows(ext: Extraction, shift: int = 1) -> Extraction:
-    "Pair row t with token t's neighbour: the kept tokens' rows come from `shift` positions later (an importer off by `shift`)."
-    def f(sid, s):
-        T = len(s['input_ids'])
-        i0, i1 = (0, T - shift) if shift > 0 else (-shift, T)
-        s['input_ids'] = s['input_ids'][i0:i1]
-        s['layers'] = {k: v[i0 + shift:i1 + shift] for k, v in s['layers'].items()}
-        if s['final'] is not None: s['final'] = s['final'][i0 + shift:i1 + shift]
-        return s
-    return _map_samples(ext, f, f'{ext.name}-shift{shift:+d}')
-
-def scale_states(ext: Extraction, factor: float = 2.0, final: bool = True) -> Extraction:
-    "Multiply every state by `factor` (a dropped or doubled dequantization scale)."
-    def f(sid, s):
-        s['layers'] = {k: v * factor for k, v in s['layers'].items()}
-        if final and s['final'] is not None: s['final'] = s['final'] * factor
-        return s
-    return _map_samples(ext, f, f'{ext.name}-x{factor:g}')
-
-def inject_nonfinite(ext: Extraction, rows: int = 2, samples: int = 2, layer: int|None = None,
-                     value: float = float('nan'), seed: int = 0) -> Extraction:
-    "Set `rows` rows of one layer (default: the middle slot) to `value` in the first `samples` samples (fp16 overflow, a kernel bug)."
-    rng = random.Random(seed)
-    lid = layer if layer is not None else ext.layer_ids[len(ext.layer_ids) // 2]
-    hit = set(ext.ids[:samples])
-    def f(sid, s):
-        if sid in hit:
-            v = s['layers'][lid]
-            for r in rng.sample(range(len(v)), min(rows, len(v))): v[r, rng.randrange(v.shape[1])] = value
-        return s
-    return _map_samples(ext, f, f'{ext.name}-nonfinite')
-
-def perturb_states(ext: Extraction, rel: float = 0.2, seed: int = 0) -> Extraction:
-    "Add Gaussian noise of `rel` times each row's norm to every aux state (no known cause: what `mismatch` is for)."
-    g = torch.Generator().manual_seed(seed)
-    def f(sid, s):
-        s['layers'] = {k: v + rel * v.norm(dim=-1, keepdim=True) / math.sqrt(v.shape[-1]) * torch.randn(v.shape, generator=g) for k, v in s['layers'].items()}
-        return s
-    return _map_samples(ext, f, f'{ext.name}-noise{rel:g}')
-
-def cast_states(ext: Extraction, dtype: torch.dtype = torch.bfloat16) -> Extraction:
-    "Round every state to `dtype` (what a store in that dtype holds), kept as fp32."
-    def f(sid, s):
-        s['layers'] = {k: v.to(dtype).float() for k, v in s['layers'].items()}
-        if s['final'] is not None: s['final'] = s['final'].to(dtype).float()
-        return s
-    return _map_samples(ext, f, f'{ext.name}-{str(dtype).replace("torch.", "")}', storage_dtype=str(dtype).replace('torch.', ''))
 
 # %% ../nbs/02_diagnostics.ipynb #86d7af01
 UNIT_ROUNDOFF = {'float64': 2.0**-53, 'float32': 2.0**-24, 'float16': 2.0**-11, 'bfloat16': 2.0**-8,
@@ -480,7 +338,8 @@ class Comparison:
 
 # %% ../nbs/02_diagnostics.ipynb #b7469798
 def _as_extraction(x) -> Extraction:
-    if isinstance(x, Extraction): return x
+    # by shape, not class identity: a notebook session re-defines Extraction, and the emulators' module makes the library's
+    if isinstance(x, Extraction) or type(x).__name__ == 'Extraction' and hasattr(x, 'samples') and hasattr(x, 'hf_layer_ids'): return x
     if isinstance(x, (str, Path)) or type(x).__name__ == 'HiddenStateStore': return Extraction.from_store(x)
     raise EagleNbError(f"compare: expected an Extraction, a HiddenStateStore or a store path, got {type(x).__name__}")
 
@@ -897,54 +756,6 @@ def demo_samples(target, n: int = 8, min_tokens: int = 48, max_tokens: int = 128
         k += 1
         if len(ids) >= min_tokens: out[f'{source}-{seed}-{len(out)}'] = ids
     return out
-
-# %% ../nbs/02_diagnostics.ipynb #eb86d013
-KINDS = ['match', 'layer_offset', 'residual_missing', 'norm_mismatch', 'missing_tokens', 'position_shift',
-         'token_mismatch', 'partial_sum', 'scale', 'nonfinite', 'mismatch']
-
-def detection_cases(target, samples: Mapping[str, Sequence[int]], taps: Sequence[int]|None = None,
-                    composite: bool = False) -> dict[str, tuple[set, Callable[[], Extraction]]]:
-    "Emulated cases: name -> (expected verdict kinds, a function that builds the extraction under test)."
-    L = target.num_layers
-    taps = list(taps or default_taps(L))
-    other = torch.float32 if target.dtype == torch.bfloat16 else torch.bfloat16
-    cap = lambda **kw: capture_states(target, samples, taps, **kw)
-    half = lambda sid, T: (1 + sum(map(ord, sid)) % max(T // 3, 1)) if sum(map(ord, sid)) % 2 else 0   # radix hits on about half the samples
-    cases = {
-        f'same states, {str(other)[6:]}': ({'match'}, lambda: cap(dtype=other)),
-        'same states, batch of 4 (padding)': ({'match'}, lambda: cap(batch_size=4)),
-        'vLLM given SpecForge ids': ({'layer_offset'}, lambda: engine_extraction(target, samples, 'vllm', [i - 1 for i in taps], believed='specforge', final=None)),
-        'SGLang given HF ids (+1)': ({'layer_offset'}, lambda: engine_extraction(target, samples, 'sglang', taps, believed='hf')),
-        "vLLM's id L as final": ({'norm_mismatch'}, lambda: engine_extraction(target, samples, 'vllm', taps)),
-        'layer update without residual': ({'residual_missing'}, lambda: delta_extraction(target, samples, taps, 'layer')),
-        'MLP output without residual': ({'residual_missing'}, lambda: delta_extraction(target, samples, taps, 'mlp')),
-        'TP=2, one rank partial sum': ({'partial_sum'}, lambda: tp_partial_extraction(target, samples, taps, ranks=2)),
-        'radix cache dropped rows': ({'missing_tokens'}, lambda: drop_prefix_rows(cap(), half)),
-        'rows paired one token late': ({'position_shift'}, lambda: shift_rows(cap(), 1)),
-        'extra BOS': ({'token_mismatch'}, lambda: token_mismatch_extraction(target, samples, taps, 'bos')),
-        'default system prompt': ({'token_mismatch'}, lambda: token_mismatch_extraction(target, samples, taps, 'system')),
-        'uniform scale 0.5': ({'scale'}, lambda: scale_states(cap(), 0.5)),
-        'NaN rows': ({'nonfinite'}, lambda: inject_nonfinite(cap())),
-    }
-    if composite:
-        cases['vLLM convention (SpecForge config)'] = ({'layer_offset', 'norm_mismatch'},
-            lambda: engine_extraction(target, samples, 'vllm', [i - 1 for i in taps], believed='specforge'))
-    return cases
-
-def detection_table(target, samples: Mapping[str, Sequence[int]], reference: Extraction|None = None,
-                    cases: dict|None = None, **compare_kw) -> tuple['pd.DataFrame', dict[str, Comparison]]:
-    "Run every case against the reference; return (cases x kinds table with expected/ok columns, comparisons)."
-    import pandas as pd
-    ref = reference if reference is not None else capture_states(target, samples)
-    cases = cases if cases is not None else detection_cases(target, samples)
-    rows, comps = [], {}
-    for name, (expected, build) in cases.items():
-        c = compare(ref, build(), **compare_kw)
-        comps[name] = c
-        got = set(c.kinds)
-        rows.append({'case': name, **{k: ('✓' if k in got else '') for k in KINDS},
-                     'expected': ', '.join(sorted(expected)), 'ok': got == set(expected), 'seconds': c.info['seconds']})
-    return pd.DataFrame(rows).set_index('case'), comps
 
 # %% ../nbs/02_diagnostics.ipynb #d8286a35
 def token_metrics(c: Comparison, sample_id: str, slot: int|str = 0) -> 'pd.DataFrame':

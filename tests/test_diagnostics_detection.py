@@ -2,9 +2,10 @@
 (seeds and sample lengths unlike the notebook's), variants of each failure, and SmolLM2 (slow)."""
 import pytest, torch
 from eagle_nb.target import tiny_target, load_target
-from eagle_nb.diagnostics import (capture_states, compare, demo_samples, detection_table, detection_cases, default_taps,
-                                  engine_extraction, delta_extraction, tp_partial_extraction, drop_prefix_rows, shift_rows,
-                                  scale_states, inject_nonfinite, cast_states, token_mismatch_extraction, perturb_states)
+from eagle_nb.diagnostics import capture_states, compare, demo_samples, default_taps
+from eagle_nb.emulators import (detection_table, detection_cases, engine_extraction, delta_extraction, tp_partial_extraction,
+                                drop_prefix_rows, shift_rows, scale_states, inject_nonfinite, cast_states, token_mismatch_extraction,
+                                perturb_states)
 
 pytestmark = pytest.mark.usefixtures('one_torch_thread')
 

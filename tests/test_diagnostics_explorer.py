@@ -3,8 +3,9 @@ import matplotlib
 matplotlib.use('Agg')
 import pytest, torch
 from eagle_nb.target import tiny_target
-from eagle_nb.diagnostics import capture_states, demo_samples, drop_prefix_rows, default_taps, compare, explorer, \
+from eagle_nb.diagnostics import capture_states, demo_samples, default_taps, compare, explorer, \
     plot_layer_curves, plot_cross_layer, plot_token_errors, token_metrics
+from eagle_nb.emulators import drop_prefix_rows
 
 pytestmark = pytest.mark.usefixtures('one_torch_thread')
 

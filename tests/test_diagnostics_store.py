@@ -1,8 +1,8 @@
 """`eagle-nb diagnose` on real stores: the store adapter, JSON output, exit codes, and no false alarm on bf16 stores."""
 import json, pytest, torch
 from eagle_nb.target import tiny_target
-from eagle_nb.diagnostics import (Extraction, capture_states, demo_samples, engine_extraction, drop_prefix_rows,
-                                  default_taps, diagnose_main, save_store, compare)
+from eagle_nb.diagnostics import Extraction, capture_states, demo_samples, default_taps, diagnose_main, save_store, compare
+from eagle_nb.emulators import engine_extraction, drop_prefix_rows
 from eagle_nb.cli import main as cli_main
 
 pytestmark = pytest.mark.usefixtures('one_torch_thread')
