@@ -135,7 +135,7 @@ def specforge_side(a):
     train_ids, _ = split_of(a.store, a.max_len, a.eval_fraction)
     total = a.epochs * len(train_ids)
     opt = sf['BF16Optimizer'](model, lr=a.specforge_lr, max_grad_norm=0.5, warmup_ratio=0.015, lr_scheduler='cosine', total_steps=total)
-    rng, step, tokens, t0, log = random.Random(0), 0, 0, time.time(), []
+    rng, step, tokens, t0, log, gnorms = random.Random(0), 0, 0, time.time(), [], []
     for epoch in range(a.epochs):
         order = list(train_ids); rng.shuffle(order)
         for sid in order:
@@ -148,14 +148,16 @@ def specforge_side(a):
                                                          metadata={'target_repr': 'hidden_state'}))
             res.loss.backward()
             opt.step()
-            step += 1; tokens += L
+            step += 1; tokens += L; gnorms.append(float(opt.last_grad_norm))
             if step % 50 == 0 or step == total:
                 acc = [round(float(x), 3) for x in res.metrics['acces']]
-                log.append(dict(step=step, loss=float(res.loss), acc=acc, lr=opt.get_learning_rate(), tokens_per_s=tokens / (time.time() - t0)))
+                log.append(dict(step=step, loss=float(res.loss), acc=acc, lr=opt.get_learning_rate(), grad_norm=float(opt.last_grad_norm),
+                                tokens_per_s=tokens / (time.time() - t0)))
                 print(json.dumps(log[-1]), flush=True)
     seconds = time.time() - t0
     save_file({k: v.float().contiguous() for k, v in draft.state_dict().items() if k != 'embed_tokens.weight'}, str(out/'specforge.safetensors'))
-    (out/'specforge.json').write_text(json.dumps(dict(steps=step, tokens=tokens, train_seconds=seconds, logit_diff=diff, log=log)))
+    (out/'specforge.json').write_text(json.dumps(dict(steps=step, tokens=tokens, train_seconds=seconds, logit_diff=diff, log=log,
+                                                  grad_norm_min=min(gnorms), grad_norm_median=sorted(gnorms)[len(gnorms) // 2])))
 
 
 # ---- the ruler ---------------------------------------------------------------------------------------------------
@@ -224,9 +226,12 @@ def main():
                                            '--eval-fraction', a.eval_fraction, '--no-resume', *shlex.split(flags)))
         recs = [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines() if l.strip()]
         tr = [r for r in recs if r.get('kind') == 'train']
+        seen = {r['step']: sum(x['tokens'] for x in tr if x['step'] <= r['step']) for r in tr}
+        curve = [dict(step=r['step'], tokens=seen.get(r['step'], 0), tau_sim=r['tau_sim'], acc=r['acc'])   # --eval-every points
+                 for r in recs if r.get('kind') == 'eval']
         ev = grade(store, held_len, load_drafter(out, embed_weight=embed), a.max_len)
         rows.append(dict(side=f'eagle_nb {name}', flags=flags, steps=len(tr), tokens=sum(r['tokens'] for r in tr), wall_s=wall, cpu_s=cpu,
-                         step_s=sum(r['seconds'] for r in tr), **{k: ev[k] for k in ('acc', 'tau_sim', 'loss')}))
+                         step_s=sum(r['seconds'] for r in tr), curve=curve, **{k: ev[k] for k in ('acc', 'tau_sim', 'loss')}))
         save()
     if not a.skip_specforge:
         out = work/f'specforge-{tag}-e{a.epochs}-lr{a.specforge_lr:g}'
