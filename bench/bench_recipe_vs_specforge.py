@@ -15,8 +15,13 @@ on the same held-out samples: SpecForge's weights are loaded into eagle_nb's dra
 logits of both implementations compared first). The table gives per-TTT-position top-1 accuracy, tau_sim, tokens/s
 (training tokens / training process wall-clock) and wall-clock. Each side runs in its own process, one at a time.
 
-    python bench/bench_recipe_vs_specforge.py --specforge /tmp/specforge [--conversations 100] [--epochs 1] \
+    python bench/bench_recipe_vs_specforge.py --specforge /tmp/specforge [--conversations 60] [--epochs 1] \
         [--recipe 'default=' --recipe 'b512=--batch-tokens 512'] [--threads 1]
+
+Default size (measured on the shared 2-core machine at 1 thread, load ~6-10): 60 conversations -> 139 windows of
+<= 512 tokens (52,748 tokens), 17 held out, 122 trained (46,092 tokens) for one epoch: eagle_nb ~100-170 s CPU
+(200-420 s wall) per recipe, SpecForge 157 s CPU (359 s wall), prepare + extract ~1 min CPU once. The issue's size
+(1,045 windows, 412K tokens, 2 epochs) is about `--conversations 400 --epochs 2`.
 """
 import argparse, json, os, resource, shlex, subprocess, sys, time
 from pathlib import Path
@@ -28,11 +33,11 @@ BIN = Path(sys.executable).parent
 def args():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--specforge', default='', help='path of a SpecForge checkout (its repository root)')
-    ap.add_argument('--conversations', type=int, default=100, help='ShareGPT conversations to prepare (split into <= max-len windows)')
+    ap.add_argument('--conversations', type=int, default=60, help='ShareGPT conversations to prepare (split into <= max-len windows)')
     ap.add_argument('--max-len', type=int, default=512, help='tokens per window (policy split)')
     ap.add_argument('--draft-vocab', type=int, default=8192, help='draft vocabulary size')
     ap.add_argument('--epochs', type=int, default=1, help='passes over the training split (both sides)')
-    ap.add_argument('--eval-fraction', type=float, default=0.05, help='share of sample ids held out (eagle_nb heldout_split, seed 0)')
+    ap.add_argument('--eval-fraction', type=float, default=0.15, help='share of sample ids held out (eagle_nb heldout_split, seed 0)')
     ap.add_argument('--recipe', action='append', default=[], help="NAME=FLAGS: an eagle_nb run with these extra `eagle-nb train` flags (repeatable; default 'default=')")
     ap.add_argument('--skip-specforge', action='store_true', help='only the eagle_nb recipes')
     ap.add_argument('--specforge-lr', type=float, default=1e-4, help='SpecForge learning rate (its default 1e-4)')
