@@ -301,8 +301,10 @@ def heldout_split(ids: list[str], fraction: float, seed: int = 0) -> tuple[list[
 
 def plan_batches(lengths: dict[str, int],   # sample id -> token count (already capped at max_len)
                  batch_tokens: int,          # budget: batch size x longest sample <= batch_tokens
-                 seed: int = 0, epoch: int = 0, shuffle: bool = True) -> list[list[str]]:
-    "Length-bucketed batches under a token budget; deterministic in (seed, epoch)."
+                 seed: int = 0, epoch: int = 0, shuffle: bool = True,
+                 max_samples: int = 0,       # at most this many samples per batch (0 = no limit; 1 = one per step, as SpecForge)
+                 ) -> list[list[str]]:
+    "Length-bucketed batches under a token budget (and a sample cap); deterministic in (seed, epoch)."
     rng = random.Random(f'{seed}:{epoch}')
     ids = sorted(lengths)
     if shuffle: rng.shuffle(ids)
@@ -310,7 +312,7 @@ def plan_batches(lengths: dict[str, int],   # sample id -> token count (already 
     batches, cur, longest = [], [], 0
     for i in ids:
         L = max(longest, lengths[i])
-        if cur and L * (len(cur) + 1) > batch_tokens:
+        if cur and (L * (len(cur) + 1) > batch_tokens or (max_samples and len(cur) >= max_samples)):
             batches.append(cur); cur, L = [], lengths[i]
         cur.append(i); longest = L
     if cur: batches.append(cur)
@@ -688,7 +690,8 @@ def train(config: TrainConfig,
         train_ids, held_ids = heldout_split(sorted(lengths), c.eval_fraction, c.seed)
         train_len = {i: lengths[i] for i in train_ids}
         held_len = {i: lengths[i] for i in held_ids[:c.eval_samples]} if c.eval_samples else {}
-        per_epoch = len(plan_batches(train_len, c.batch_tokens, c.seed, 0)) // c.micro_batches
+        max_samples = getattr(c, 'batch_samples', 0)   # TrainConfig.batch_samples (samples per micro-batch cap) where the config has it
+        per_epoch = len(plan_batches(train_len, c.batch_tokens, c.seed, 0, max_samples=max_samples)) // c.micro_batches
         if c.micro_batches % di.world:
             raise EagleNbError(f"micro_batches={c.micro_batches} is not a multiple of the {di.world} ranks; use {di.world * max(1, c.micro_batches // di.world)}")
         if per_epoch == 0:
@@ -769,7 +772,7 @@ def train(config: TrainConfig,
         reader, plans = HiddenStateStore.open(c.store), {}
         def fetch(step: int) -> tuple[int, list[list[str]], list[dict]]:
             epoch, k = divmod(step, per_epoch)
-            if epoch not in plans: plans.clear(); plans[epoch] = plan_batches(train_len, c.batch_tokens, c.seed, epoch)
+            if epoch not in plans: plans.clear(); plans[epoch] = plan_batches(train_len, c.batch_tokens, c.seed, epoch, max_samples=max_samples)
             global_ids = plans[epoch][k * c.micro_batches:(k + 1) * c.micro_batches]   # this step's global batch
             mine = [collate([reader.get(i, dtype=data_dtype) for i in ids], c.max_len, data_dtype, pin=dev.type == 'cuda')
                     for ids in global_ids[di.rank::di.world]]                      # this rank's share
