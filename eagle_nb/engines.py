@@ -109,12 +109,19 @@ def build_engine_venv(name: str, force: bool = False, verbose: bool = True) -> P
         if verbose: print(f"{name} engine venv ready in {time.time() - t0:.0f} s", flush=True)
         return py
 
+def _installed_here(name: str) -> bool:
+    "True when this interpreter itself has the engine (a GPU host's `pip install -e .[vllm]`), found without importing it."
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
 def engine_python(name: str, build: bool = True) -> Path:
-    "The python that runs engine `name`: `$EAGLE_NB_<NAME>_PYTHON` if set, else its cached venv (built when missing)."
+    "The python that runs engine `name`: `$EAGLE_NB_<NAME>_PYTHON`, else this interpreter if it has the engine, else its cached venv (built when missing)."
     own = os.environ.get(f'EAGLE_NB_{name.upper()}_PYTHON')
     if own:
         if not Path(own).exists(): raise EagleNbError(f"EAGLE_NB_{name.upper()}_PYTHON={own}: no such file")
         return Path(own)
+    _spec(name)
+    if _installed_here(name): return Path(sys.executable)
     py = engine_venv(name)/'bin'/'python'
     if (engine_venv(name)/'.complete').exists(): return py
     if not build: raise EagleNbError(f"the {name} engine venv is not built; run `eagle-nb engines build {name}` (or `make engines`), "
@@ -124,7 +131,7 @@ def engine_python(name: str, build: bool = True) -> Path:
 def engine_available(name: str) -> bool:
     "True when engine `name` can run without building anything."
     own = os.environ.get(f'EAGLE_NB_{name.upper()}_PYTHON')
-    return Path(own).exists() if own else (engine_venv(name)/'.complete').exists()
+    return Path(own).exists() if own else (_installed_here(name) or (engine_venv(name)/'.complete').exists())
 
 # %% ../nbs/00d_engines.ipynb #fb3982c0
 def free_port() -> int:
