@@ -52,7 +52,9 @@ def execute_notebook(src: Path, dst: Path, skip_flags=('slow', 'cuda')) -> Path:
     nb = NBProcessor(src, procs=FrontmatterProc, process=True).nb
     def _skip(cell):
         if cell.cell_type != 'code': return True
-        return set(skip_flags) & set((getattr(cell, 'directives_', {}) or {}).keys())
+        d = getattr(cell, 'directives_', {}) or {}
+        if [str(v).lower() for v in d.get('eval:', d.get('eval', []))] == ['false']: return True   # `#| eval: false`, as nbdev_test skips it
+        return set(skip_flags) & set(d.keys())
     os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
     shell = CaptureShell(src)
     with working_directory(src.parent):

@@ -94,13 +94,14 @@ class Retry:
     backoff: float = 0.5       # seconds before the 2nd attempt; doubles each time
     max_backoff: float = 30.0
     seed: int|None = None      # jitter RNG seed (None: fresh)
+    jitter: float = 0.5        # each delay is scaled by a uniform factor in [1 - jitter, 1 + jitter]
     rng: random.Random = field(init=False, repr=False)
     def __post_init__(self):
         if self.attempts < 1: raise EagleNbError(f"Retry(attempts={self.attempts}): must be >= 1")
         self.rng = random.Random(self.seed)
     def delay(self, attempt: int) -> float:
         "Seconds to wait before attempt number `attempt` (2, 3, ...)."
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 2)) * (0.5 + self.rng.random())
+        return min(self.max_backoff, self.backoff * 2 ** (attempt - 2)) * (1 + self.jitter * (2 * self.rng.random() - 1))
 
 def call_json(urls: Sequence[str]|str, method: str = 'GET', path: str = '', body=None, timeout: float = 60.0,
               retry: Retry|None = None,

@@ -16,7 +16,7 @@ import torch
 from .core import EagleNbError, progress
 from .target import TargetInfo
 from .extract import SampleRequest, SampleStates, WriteConfig, write_store, engine_args
-from .http import KeepAlive
+from .http import KeepAlive, Retry
 
 # %% auto #0
 __all__ = ['FAULT_KINDS', 'RETRYABLE', 'LAUNCH_FLAGS', 'KERNEL_STAND_IN_NAMES', 'generate_request', 'ResponseError',
@@ -357,7 +357,7 @@ class SGLangClient:
         self._inflight = {u: 0 for u in self.urls}
         self._penalty = {u: 0 for u in self.urls}
         self._rr = 0
-        self._rng = random.Random(seed)
+        self._retry = Retry(max_attempts, backoff, max_backoff, seed=seed, jitter=0.1)   # the project's one backoff schedule
         self._pool = None
         if decode_processes > 0:   # spawn, not fork: this process runs threads
             import multiprocessing
@@ -417,8 +417,8 @@ class SGLangClient:
             if attempt > 1:
                 with self._lock:
                     self.report.retries += 1
-                    jitter = 1 + 0.1 * (2 * self._rng.random() - 1)
-                time.sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 2)) * jitter)
+                    wait = self._retry.delay(attempt)
+                time.sleep(wait)
             url = self._pick(avoid)
             try:
                 states = self._attempt(url, body, n)

@@ -180,7 +180,7 @@ def main():
 
     xml = ROOT/'.pytest_cache'/'junit.xml'
     xml.parent.mkdir(exist_ok=True)
-    cmd = [sys.executable, '-m', 'pytest', '-q', 'tests', f'--junitxml={xml}', '-p', 'no:cacheprovider']
+    cmd = [sys.executable, '-m', 'pytest', '-q', 'tests', f'--junitxml={xml}', '-p', 'no:cacheprovider', '--durations=15']
     if a.fast: cmd += ['-m', 'not slow']
     if a.only: cmd += ['-k', a.only]
     r = subprocess.run(cmd, cwd=ROOT)

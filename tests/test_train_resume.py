@@ -52,7 +52,8 @@ def test_nan_stops_with_step_sample_and_checkpoint(tmp_path):
     torch.set_num_threads(1)
     src = HiddenStateStore.open(smoke_store())
     lengths = {e['id']: min(e['length'], 256) for e in src.manifest['samples'] if e['length'] >= 3}
-    bad_id = plan_batches(lengths, 256, seed=0, epoch=0)[3][0]         # in the 4th batch: step 4
+    one_per_step = TrainConfig.__dataclass_fields__['batch_samples'].default   # the trainer's default samples-per-batch cap
+    bad_id = plan_batches(lengths, 256, seed=0, epoch=0, max_samples=one_per_step)[3][0]   # in the 4th batch: step 4
     dst = HiddenStateStore.create(tmp_path/'poisoned', target=src.manifest['target'], layer_ids=src.layer_ids, engine=dict(name='test'))
     for i in src.sample_ids:
         s = src.get(i)

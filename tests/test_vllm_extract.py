@@ -8,6 +8,7 @@ import pytest, torch
 pytestmark = pytest.mark.slow
 
 from eagle_nb.core import EagleNbError
+from eagle_nb.store import HiddenStateStore
 
 N_SAMPLES = 6
 
@@ -46,7 +47,7 @@ def test_extract_matches_hf(server, data, target, tmp_path):
     common = ['extract', '--data', str(jsonl), '--target', 'smollm2-135m', '--layers', '2,15,27']
     assert main(common + ['--backend', 'vllm', '--url', server.url, '--out', str(tmp_path/'vllm'),
                           '--engine-arg', f'server_layer_ids={json.dumps(SERVER_IDS)}']) == 0
-    m = json.loads((tmp_path/'vllm'/'manifest.json').read_text())
+    m = HiddenStateStore.open(tmp_path/'vllm').manifest          # the manifest as readers see it (v2 keeps samples in the shard log)
     assert m['complete'] and len(m['samples']) == N_SAMPLES
     assert m['layer_ids'] == [2, 15, 27] and m['engine']['final_norm'] == 'applied' and m['source_convention'] == 'vllm'
     assert main(common + ['--backend', 'hf', '--probe-batches', '0', '--out', str(tmp_path/'hf')]) == 0
