@@ -434,7 +434,10 @@ def _explain_slot(j: int, slot: dict, S: dict, env: float, a_can: list, a_labels
     if r is not None and slot.get('paired_by') == 'slot order' and slot['claimed'] != a_can[r]:
         ev.update(held=f"HF {slot['claimed']} (by its label)", held_id=slot['claimed'], expected=a_can[r], from_labels=True)
         out['kind'] = 'layer_offset'; return out
-    if cands:
+    if r is not None and not slot['final'] and not {a_can[r] - 1, a_can[r] + 1} <= set(a_can):
+        # A lacks the layers next to this one: an offset or a missing residual cannot be told from anything else, so say so, not a guess
+        ev.update(unlocatable=True, reference_layers=list(a_can))
+    elif cands:
         c = min(cands, key=lambda c: c[1]); ev.update(closest=c[0], closest_err=c[1])
     out['kind'] = 'mismatch'
     return out
@@ -714,7 +717,10 @@ def _verdicts(a: Extraction, b: Extraction, slots: list, slot_out: list, align: 
             add(kind, where, f"{where}: A ≈ w ⊙ B / rms(B) within {_fmt(e0['explained_err'])} (envelope {_fmt(e0['envelope'])}); per-token norm ratio |B|/|A| {_fmt(e0.get('norm_ratio'))}: B's state is {e0['side']}{rec}",
                 _FIX[kind].format(side=e0['side']), dict(slots=evs))
         else:
-            add(kind, where, '; '.join(f"{e['slot']} differs from A[{e['reference']}] by {_fmt(e.get('err'))} (envelope {_fmt(e['envelope'])}); closest: {e.get('closest')} at {_fmt(e.get('closest_err'))}" for e in evs),
+            add(kind, where, '; '.join(f"{e['slot']} differs from A[{e['reference']}] by {_fmt(e.get('err'))} (envelope {_fmt(e['envelope'])}); "
+                                       + (f"A holds only HF {e['reference_layers']}, too few layers to locate it (an offset or a missing residual needs "
+                                          f"A's neighbouring layers): `eagle-nb diagnose STORE --target T` builds an all-layer reference of a few samples"
+                                          if e.get('unlocatable') else f"closest: {e.get('closest')} at {_fmt(e.get('closest_err'))}") for e in evs),
                 _FIX[kind], dict(slots=evs))
     if not rows:
         worst = max((o['ev'].get('err', 0) / o['ev']['envelope'] for o in slot_out if o['kind'] == 'ok'), default=0.0)

@@ -56,7 +56,7 @@ def test_prenorm_final_named(stores):
 
 
 def test_specforge_ids_to_vllm_refused_and_named(stores):
-    "SpecForge's ids handed to vLLM: against SGLang's 3 aux layers, not usable (closest explanation: a layer offset);"
+    "SpecForge's ids handed to vLLM: against SGLang's 3 aux layers, not usable, and too few layers to say why (no guess);"
     " against an all-layer reference, named layer_offset."
     from eagle_nb.diagnostics import compare, capture_states
     from eagle_nb.store import HiddenStateStore
@@ -64,6 +64,7 @@ def test_specforge_ids_to_vllm_refused_and_named(stores):
     c = compare(stores/'sglang', stores/'vllm-specforge-ids')
     _keep('sglang-vs-vllm-specforge-ids', c)
     assert not c.usable and 'match' not in c.kinds, c.report()
+    assert 'too few layers to locate' in ' '.join(c.verdicts['summary']), c.report()   # and how to get an all-layer reference
     st = HiddenStateStore.open(stores/'sglang')
     t = load_target('smollm2-135m')
     ref = capture_states(t, {k: st.get(k)['input_ids'].tolist() for k in st.sample_ids}, 'all', final='post', name='hf-all')
