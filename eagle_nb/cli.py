@@ -8,7 +8,8 @@ import importlib, sys, os, traceback
 from .core import EagleNbError
 
 # %% auto #0
-__all__ = ['COMMANDS', 'BACKENDS', 'DATA_WHEELS', 'main', 'backend_factory', 'extract_main', 'provision_main']
+__all__ = ['COMMANDS', 'BACKENDS', 'EVAL_ENGINES', 'DATA_WHEELS', 'main', 'eval_main', 'backend_factory', 'extract_main',
+           'provision_main']
 
 # %% ../nbs/05_cli.ipynb #07a5a78c
 COMMANDS = {
@@ -21,7 +22,7 @@ COMMANDS = {
     'diagnose':   ('eagle_nb.diagnostics:diagnose_main',   'compare two stores layer by layer and give verdicts'),
     'train':      ('eagle_nb.train:train_main',            'train an EAGLE-3 drafter from a store'),
     'export':     ('eagle_nb.drafter:export_main',         'drafter checkpoint -> SGLang or vLLM speculators format'),
-    'eval':       ('eagle_nb.eval:eval_main',              'speculative decoding: acceptance length, alpha_k, speedup'),
+    'eval':       ('eagle_nb.cli:eval_main',              'speculative decoding: acceptance length, alpha_k, speedup'),
     'engines':    ('eagle_nb.engines:engines_main',        "build or locate the real engines' own venvs (vllm, sglang)"),
     'demo':       ('eagle_nb.pipeline:demo_main',          'the whole pipeline headless with papermill, reports in _runs/'),
     'docs':       ('eagle_nb.docs:docs_main',              'build the documentation site (Quarto, or the built-in fallback)'),
@@ -57,6 +58,18 @@ BACKENDS = {   # --backend NAME -> 'module:factory(args) -> Source', resolved la
     'sglang': 'eagle_nb.sglang:source_from_args',    # running SGLang servers (--url, --final-url)
     'vllm':   'eagle_nb.vllm:source_from_args',      # vLLM (module added by the vLLM backend)
 }
+
+EVAL_ENGINES = {   # eagle-nb eval --engine NAME -> 'module:run(args, out)', resolved lazily (eval never imports the engines)
+    'vllm': 'eagle_nb.vllm:vllm_eval_main',        # the exported drafter served by real vLLM beside plain vLLM
+}
+
+def eval_main(argv: list[str]) -> int:
+    "`eagle-nb eval`: `eagle_nb.eval.eval_main` with the real engines it can serve a drafter in."
+    from eagle_nb.eval import eval_main as run
+    def resolve(spec):
+        mod, fn = spec.split(':')
+        return lambda *a: getattr(importlib.import_module(mod), fn)(*a)
+    return run(argv, engines={k: resolve(v) for k, v in EVAL_ENGINES.items()})
 
 def backend_factory(name: str):
     "The `source_from_args` of backend `name`, imported now; one line naming what is missing otherwise."

@@ -560,16 +560,19 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument('--vllm-url', action='append', default=[], help='--engine vllm: running servers as plain=URL and spec=URL instead of starting them')
     return ap
 
-def eval_main(argv: list[str]) -> int:
+def eval_main(argv: list[str],
+              engines: dict|None = None,   # --engine NAME -> run(args, out) -> int; the CLI layer supplies the real engines (eagle_nb.cli)
+             ) -> int:
     "Speculative decoding with a drafter: acceptance length, alpha_k, speedup (or read them from a live SGLang server)."
     from dataclasses import fields
     a = _parser().parse_args(argv)
     for f in fields(EvalConfig):   # flags not given: the config's defaults (a missing --drafter stays None, it is required)
         if getattr(a, f.name) is None and f.name != 'drafter': setattr(a, f.name, f.default)
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
-    if a.engine == 'vllm':
-        from eagle_nb.vllm import vllm_eval_main
-        return vllm_eval_main(a, out.with_name('vllm.json') if not a.out else out)
+    if a.engine != 'eagle_nb':   # a real serving engine: run by the module that owns it, which this module never imports
+        run = (engines or {}).get(a.engine)
+        if run is None: raise EagleNbError(f"--engine {a.engine}: run it as `eagle-nb eval --engine {a.engine} ...` (the CLI layer provides it)")
+        return run(a, out.with_name(f'{a.engine}.json') if not a.out else out)
     if a.sglang_url:
         from eagle_nb.target import load_target
         tok = load_target(a.target, device='cpu', need=('config', 'tokenizer', 'template')).tokenizer   # the server holds the weights

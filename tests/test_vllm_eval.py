@@ -29,7 +29,7 @@ def servers(target, tmp_path_factory):
     for s in srv.values(): s.stop()
 
 def test_eval_engine_vllm_lossless_with_counters(servers, tmp_path, capsys):
-    from eagle_nb.eval import eval_main
+    from eagle_nb.cli import eval_main            # `eagle-nb eval`: the CLI layer supplies --engine vllm
     out = tmp_path/'vllm.json'
     rc = eval_main(['--engine', 'vllm', '--target', 'smollm2-135m', '--drafter', 'random-init', '--prompts', 'humaneval', '--limit', '3',
                     '--max-new-tokens', '16', '--num-steps', '3', '--vllm-url', f"plain={servers['plain'].url}",
