@@ -13,7 +13,7 @@ from .core import EagleNbError, home_dir
 
 # %% auto #0
 __all__ = ['ENGINE_SPECS', 'EngineSpec', 'engines_dir', 'engine_venv', 'build_engine_venv', 'engine_python', 'engine_available',
-           'free_port', 'http_ok', 'EngineServer', 'run_in_engine', 'engines_main']
+           'server_model_dir', 'free_port', 'http_ok', 'EngineServer', 'run_in_engine', 'engines_main']
 
 # %% ../nbs/00d_engines.ipynb #dbd23b9d
 @dataclass(frozen=True)
@@ -134,6 +134,17 @@ def engine_available(name: str) -> bool:
     return Path(own).exists() if own else (_installed_here(name) or (engine_venv(name)/'.complete').exists())
 
 # %% ../nbs/00d_engines.ipynb #fb3982c0
+def server_model_dir(target, engine: str = 'engine') -> Path:
+    "The HF directory an engine server loads, from a Target, a registered name or a directory; one line when there is none."
+    from eagle_nb.target import TARGETS
+    if getattr(target, 'path', None) is not None: return Path(target.path)
+    name = str(getattr(target, 'name', target))
+    if name in TARGETS: return Path(TARGETS[name]())
+    if name.startswith('tiny-'): raise EagleNbError(f"target {name!r} lives only in memory; a {engine} server needs an HF directory (pass --url to a running server)")
+    p = Path(name).expanduser()
+    if not (p/'config.json').exists(): raise EagleNbError(f"target {name!r}: not a registered name and not a directory with config.json")
+    return p
+
 def free_port() -> int:
     "A TCP port on 127.0.0.1 that is free right now."
     with socket.socket() as s:

@@ -557,15 +557,9 @@ def server_env(device: str|None = None) -> dict:
     return {'SGLANG_USE_CPU_ENGINE': '1'} if (device or pick_device().type) == 'cpu' else {}
 
 def target_model_path(target) -> Path:
-    "The HF directory of a target (registered name or directory) that a server can load."
-    from eagle_nb.target import TARGETS, Target
-    if isinstance(target, Target) and getattr(target, 'path', None): return Path(target.path)
-    name = str(target)
-    if name in TARGETS: return Path(TARGETS[name]())
-    if name.startswith('tiny-'): raise EagleNbError(f"target {name!r} lives only in memory; a SGLang server needs an HF directory (pass --url to a running server)")
-    p = Path(name).expanduser()
-    if not (p/'config.json').exists(): raise EagleNbError(f"target {name!r}: not a registered name and not a directory with config.json")
-    return p
+    "The HF directory of a target (registered name or directory) that a SGLang server can load (`engines.server_model_dir`)."
+    from eagle_nb.engines import server_model_dir
+    return server_model_dir(target, 'SGLang')
 
 def sglang_server(target,                                  # registered name, HF directory or Target
                   log_path: Path|str,                      # the server's log (its PID file goes next to it)

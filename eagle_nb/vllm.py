@@ -4,7 +4,7 @@
 
 # %% ../nbs/01d_vllm.ipynb #cae6fe26
 from __future__ import annotations
-import fcntl, http.client, json, os, threading, time, urllib.error, urllib.request
+import fcntl, json, os, threading, time
 from concurrent.futures import ThreadPoolExecutor, FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,22 +97,16 @@ def start_vllm_server(model: Path|str,                # HF model directory of th
     return srv.start()
 
 # %% ../nbs/01d_vllm.ipynb #e6d8cb52
-def _http(url: str, path: str, body: dict|None = None, timeout: float = 600.0) -> tuple[int, bytes]:
-    req = urllib.request.Request(url.rstrip('/') + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={'Content-Type': 'application/json'}, method='GET' if body is None else 'POST')
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r: return r.status, r.read()
-    except urllib.error.HTTPError as e: return e.code, e.read()
-
 class ServerDown(Exception):
     "A vLLM server that cannot be reached (connection refused/reset, timeout)."
 
 def _call(url: str, path: str, body: dict|None = None, timeout: float = 600.0) -> dict|str:
-    try: status, data = _http(url, path, body, timeout)
-    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as e:
-        raise ServerDown(f"{url}: {getattr(e, 'reason', e)}") from None
-    if status >= 400:
-        raise EagleNbError(f"{url}{path}: HTTP {status}: {data[:300].decode(errors='replace')}")
+    "JSON (or text) of one request through the project's transport (`eagle_nb.http`); a server out of reach raises ServerDown."
+    from eagle_nb.http import http_request, HttpFault
+    try: data = http_request(url, 'GET' if body is None else 'POST', path, body, timeout)
+    except HttpFault as f:
+        if f.kind in ('connection', 'timeout', 'torn'): raise ServerDown(str(f)) from None
+        raise                                             # an HTTP error answer: an EagleNbError naming the status and body
     return json.loads(data) if data[:1] in (b'{', b'[') else data.decode()
 
 def served_model(url: str, timeout: float = 30.0) -> dict:
@@ -189,11 +183,9 @@ class FinalNorm:
 def _is_failure(x) -> bool: return len(x) == 2 and isinstance(x[0], str)     # (kind, message), not (aux, final, ids)
 
 def _target_dir(target) -> Path:
-    "The HF directory of a target given as a Target, a registered name or a path."
-    if hasattr(target, 'path') and target.path is not None: return Path(target.path)
-    from eagle_nb.target import TARGETS
-    name = str(target)
-    return Path(TARGETS[name]()) if name in TARGETS else Path(name).expanduser()
+    "The HF directory a vLLM server loads (`engines.server_model_dir`, shared with SGLang)."
+    from eagle_nb.engines import server_model_dir
+    return server_model_dir(target, 'vLLM')
 
 # %% ../nbs/01d_vllm.ipynb #16532d4e
 class VllmSource:
