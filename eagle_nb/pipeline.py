@@ -274,7 +274,12 @@ def run_pipeline(profile: str = 'quick', new: bool = False, run_dir: Path|None =
     resumed = run_dir.exists() and any(run_dir.glob('*.done'))
     run_dir.mkdir(parents=True, exist_ok=True)
     log(f"run {run_dir} ({'resumed' if resumed else 'new'}), profile {cfg['profile']}")
-    ctx = dict(run_dir=str(run_dir), profile=cfg['profile'])
+    ctx = dict(run_dir=str(run_dir), profile=cfg['profile'], root=str(root))
+    if cfg.get('estimate_first') and not resumed and not stages:   # a long profile says what it will cost before it starts
+        est = estimate_profile(cfg['_path'], run_dir=run_dir, log=log)
+        budget, total = cfg.get('budget_s'), est.attrs.get('total_s')
+        if budget and total: log(f"estimate {_hms(total)} against this profile's budget of {_hms(budget)}"
+                                 + ('' if total <= budget else ': OVER BUDGET (the run goes on; lower `limit` in its prepare stage to fit)'))
     os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
     done, t0 = [], time.time()
     for i, st in enumerate(cfg['stages']):
@@ -325,7 +330,7 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     cfg = load_profile(profile, root)
     run_dir = _run_folder(cfg['profile'], run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    ctx = dict(run_dir=str(run_dir), profile=cfg['profile'])
+    ctx = dict(run_dir=str(run_dir), profile=cfg['profile'], root=str(root))
     by_nb = {s['notebook']: (i, s) for i, s in enumerate(cfg['stages'])}
     need = [n for n in ('00_data.ipynb', '01_extract.ipynb') if n not in by_nb]
     if need: raise EagleNbError(f"estimate: profile {cfg['profile']} has no stage for {', '.join(need)}")
@@ -347,14 +352,14 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     if '02_diagnostics.ipynb' in by_nb:
         rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'), basis='as measured by the reference run'))
     if '03_train.ipynb' in by_nb:
-        tp = by_nb['03_train.ipynb'][1]['parameters']
+        tp = _fill(by_nb['03_train.ipynb'][1]['parameters'], ctx)
         train_tokens = sum(min(n, int(tp.get('max_len', 2048))) for n in ds.lengths) * (1 - float(tp.get('eval_fraction', 0.05)))
         tokens = int(tp['steps']) * int(tp.get('batch_tokens', 2048)) * int(tp.get('micro_batches', 1)) if int(tp.get('steps', 0)) else train_tokens * int(tp.get('epochs', 1))
         r = rates.get('train_tokens_per_s')
         rows.append(dict(stage=by_nb['03_train.ipynb'][1]['name'], tokens=int(tokens), rate=r, seconds=tokens / r if r else None,
                          basis='train rate of the reference run (same drafter shape)' if r else 'no reference run: `make demo` first'))
     if '04_eval.ipynb' in by_nb:
-        evp = by_nb['04_eval.ipynb'][1]['parameters']
+        evp = _fill(by_nb['04_eval.ipynb'][1]['parameters'], ctx)
         sets = [s for s in str(evp.get('prompts', 'humaneval')).split(',') if s]
         lim = int(evp.get('limit', 0))
         held = len(ds.heldout())
