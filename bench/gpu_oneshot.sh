@@ -82,11 +82,14 @@ stage() {
     fi
     local tmp=$HOME_DIR/wheels/.bundle.partial
     rm -rf "$tmp"; mkdir -p "$tmp"
+    local files=()
     for i in $(seq 1 "$want"); do
       [[ -e "$parts/bundle.tar.part-$i-of-$want" ]] || die "bundle piece $i of $want missing in $parts; carry .gpu_carry/$i"
-      cat "$parts/bundle.tar.part-$i-of-$want"
-    done | tar -x -C "$tmp"
-    (cd "$tmp" && sha256sum -c --quiet SHA256SUMS) || die "bundle in $parts does not verify (sha256); run 'bench/gpu_oneshot.sh pack' again and carry every piece"
+      files+=("$parts/bundle.tar.part-$i-of-$want")
+    done
+    local bad="bundle in $parts does not verify; run 'bench/gpu_oneshot.sh pack' again and carry every piece of that one pack"
+    cat "${files[@]}" | tar -x -C "$tmp" 2>/dev/null || { rm -rf "$tmp" "$parts"; die "$bad (it does not unpack)"; }
+    (cd "$tmp" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1) || { rm -rf "$tmp" "$parts"; die "$bad (sha256 differs)"; }
     for f in "$tmp"/*.whl; do mv -f "$f" "$HOME_DIR/wheels/_plain_$(basename "$f")"; done
     rm -rf "$tmp" "$parts"
   fi

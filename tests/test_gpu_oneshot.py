@@ -65,12 +65,16 @@ def test_stage_waits_for_every_piece(tmp_path):
     assert (home/'wheels'/'_download'/names[0]).exists()                         # eagle_nb's fetch_wheel looks here
     assert (home/'site_wheels'/names[1]).exists()                                # pip-installed into $EAGLE_NB_HOME/site
 
-def test_stage_refuses_a_corrupt_bundle(tmp_path):
-    _pieces(tmp_path)
-    p = tmp_path/'carry'/'2'/'bundle.tar.part-2-of-2'
-    b = bytearray(p.read_bytes()); b[100] ^= 0xFF; p.write_bytes(bytes(b))
+@pytest.mark.parametrize('where', ['tar header', 'wheel bytes'])
+def test_stage_refuses_a_corrupt_bundle(tmp_path, where):
+    names = _pieces(tmp_path, n=1)
+    p = tmp_path/'carry'/'1'/'bundle.tar.part-1-of-1'
+    b = bytearray(p.read_bytes())
+    at = 10 if where == 'tar header' else bytes(b).find((tmp_path/'work'/names[1]).read_bytes()[:64]) + 500
+    b[at] ^= 0xFF; p.write_bytes(bytes(b))
     r = subprocess.run(['bash', str(SCRIPT), 'stage'], env=_env(tmp_path), capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and 'does not verify' in r.stderr, (r.stdout, r.stderr)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and 'does not verify' in r.stderr, (r.stdout, r.stderr)
+    assert not (tmp_path/'home'/'site_wheels').exists() and not list((tmp_path/'home'/'wheels'/'_download').iterdir())
 
 def test_full_scale_needs_cuda_in_one_line(tmp_path):
     import torch
