@@ -70,7 +70,8 @@ class Runner:
         limit = max(10.0, self.deadline + GRACE_S - time.time())
         self.say(f"[{name}] eagle-nb {' '.join(map(str, argv))}")
         t0 = time.time(); tail: list[str] = []
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True)
+        env = {**os.environ, 'TQDM_DISABLE': '1', 'EAGLE_NB_PROGRESS': '0'}   # a log, not a terminal: no progress bars
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True, env=env)
         def pump():
             for line in p.stdout:
                 line = line.rstrip('\n'); tail.append(line); del tail[:-40]
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
     R.say(f"gpu_oneshot {a.scale}: {dev['name']} ({dev['device']}), torch {dev['torch']}, cuda {dev['cuda']}, "
           f"budget {z['budget_s']:.0f}s, scratch {run}, report {json_path}")
     doc = dict(format='eagle_nb.gpu_oneshot/1', scale=a.scale, ok=False, error=None, created=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
-               device=dev, target=a.target, data=a.data, sizes=z, budget_s=z['budget_s'], scratch=str(run), stages=R.stages)
+               command=' '.join(sys.argv), commit=_git_commit(), device=dev, target=a.target, data=a.data, sizes=z, budget_s=z['budget_s'], scratch=str(run), stages=R.stages)
     def write():
         doc['total_seconds'] = round(time.time() - t_start, 1)
         doc['within_budget'] = doc['total_seconds'] <= z['budget_s']
@@ -318,6 +319,10 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
         training_tokens_per_s=R.stages['train']['step_tokens_per_s'], training_stage_tokens_per_s=R.stages['train']['tokens_per_s'],
         tokens_trained=R.stages['train']['tokens'], train_steps=R.stages['train']['steps'],
         stage_seconds={k: v['seconds'] for k, v in R.stages.items()})
+
+def _git_commit() -> str|None:
+    try: return subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError): return None
 
 def _fit(lengths: list[int], tokens: float) -> int:
     "How many of the first samples fit in `tokens`."

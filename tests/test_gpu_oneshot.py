@@ -15,6 +15,7 @@ def _env(tmp_path, **kw):
                CARRY_DIR=str(tmp_path/'carry'), OMP_NUM_THREADS=env.get('OMP_NUM_THREADS', '1'), **kw)
     return env
 
+@pytest.mark.slow   # ~40-50 s: every stage, in subprocesses
 def test_smoke_run_writes_measured_json(tmp_path):
     r = subprocess.run(['bash', str(SCRIPT)], env=_env(tmp_path, SCALE='smoke', TARGET='smoke', DATA='smoke'),
                        capture_output=True, text=True, timeout=240)
