@@ -21,11 +21,13 @@ PRESETS = {
     'smoke': dict(conversations=12, max_len=256, draft_vocab=4096, holdout=3, aux_dtype='bf16',
                   extract_token_budget=2048, extract_max_batch=16, epochs=1, batch_tokens=512, batch_samples=1, lr=1e-3,
                   ttt_steps=7, compile=False, probe_steps=3, eval_limit=2, max_new_tokens=24, num_steps=3,
-                  prompts='sharegpt-heldout', budget_s=300, eval_reserve_s=120, train_overhead_s=20, extract_share=0.5),
+                  prompts='sharegpt-heldout', budget_s=300, eval_reserve_s=120, train_overhead_s=20, extract_share=0.5,
+                  train_safety=0.9),
     'full':  dict(conversations=6000, max_len=2048, draft_vocab=32000, holdout=32, aux_dtype='fp8',
                   extract_token_budget=65536, extract_max_batch=64, epochs=2, batch_tokens=16384, batch_samples=0, lr=6e-4,
                   ttt_steps=7, compile=True, probe_steps=25, eval_limit=8, max_new_tokens=128, num_steps=3,
-                  prompts='humaneval,sharegpt-heldout', budget_s=480, eval_reserve_s=110, train_overhead_s=60, extract_share=0.35),
+                  prompts='humaneval,sharegpt-heldout', budget_s=480, eval_reserve_s=110, train_overhead_s=60, extract_share=0.35,
+                  train_safety=0.85),   # share of the measured step rate counted on (recompiles, slower steps)
 }
 GRACE_S = 75          # a stage may run this long past the deadline before it is stopped (full: 480 + 75 s < a 600 s call)
 NEEDED = ('transformers', 'tokenizers', 'safetensors', 'numpy', 'yaml', 'tqdm', 'pandas')
@@ -56,8 +58,8 @@ def parse_args(argv=None):
 
 # --- one `eagle-nb` stage in a subprocess, its output streamed, killed at the deadline --------------------------------
 class Runner:
-    def __init__(self, deadline: float, log_path: Path):
-        self.deadline, self.log = deadline, open(log_path, 'a')
+    def __init__(self, deadline: float, log_path: Path, on_stage=lambda: None):
+        self.deadline, self.log, self.on_stage = deadline, open(log_path, 'a'), on_stage   # on_stage: write the JSON so far
         self.stages: dict = {}
         self.t0 = time.time()
 
@@ -87,13 +89,13 @@ class Runner:
         th.join(timeout=5)
         dt = time.time() - t0
         rec = dict(seconds=round(dt, 2), rc=p.returncode, timed_out=timed_out)
-        self.stages[name] = rec
+        self.stages[name] = rec                     # the JSON's record; the caller also gets the output's last lines
         self.say(f"[{name}] {'TIMED OUT' if timed_out else 'rc ' + str(p.returncode)} in {dt:.1f}s")
+        self.on_stage()
         if timed_out: raise StageFailed(f"stage {name} ran past the budget (stopped after {dt:.0f}s); raise BUDGET_S or lower the sizes")
         if p.returncode not in allow_rc:
             raise StageFailed(f"stage {name} failed (rc {p.returncode}): {next((l for l in reversed(tail) if l.strip()), '')[:300]}")
-        rec['tail'] = tail
-        return rec
+        return dict(rec, tail=tail)
 
 class StageFailed(Exception): pass
 
@@ -160,18 +162,21 @@ def main(argv=None) -> int:
     scratch = Path(a.scratch or Path(os.environ.get('TMPDIR', '/tmp'))/'eagle_nb_gpu_oneshot')
     run = scratch/f"{a.scale}-{time.strftime('%Y%m%d-%H%M%S')}"
     run.mkdir(parents=True, exist_ok=True)
-    R = Runner(deadline, json_path.with_suffix('.log'))
+    R = Runner(deadline, json_path.with_suffix('.log'), on_stage=lambda: write())
     check_python(a.scale)
     dev = device_info()
     R.say(f"gpu_oneshot {a.scale}: {dev['name']} ({dev['device']}), torch {dev['torch']}, cuda {dev['cuda']}, "
           f"budget {z['budget_s']:.0f}s, scratch {run}, report {json_path}")
     doc = dict(format='eagle_nb.gpu_oneshot/1', scale=a.scale, ok=False, error=None, created=time.strftime('%Y-%m-%dT%H:%M:%S%z'),
-               command=' '.join(sys.argv), commit=_git_commit(), device=dev, target=a.target, data=a.data, sizes=z, budget_s=z['budget_s'], scratch=str(run), stages=R.stages)
-    def write():
+               command=' '.join(sys.argv), commit=_git_commit(), device=dev, target=a.target, data=a.data, sizes=z, budget_s=z['budget_s'], scratch=str(run), stages=R.stages,
+               summary={})
+    def write():   # after every stage too: a run killed from outside still leaves what it measured
         doc['total_seconds'] = round(time.time() - t_start, 1)
         doc['within_budget'] = doc['total_seconds'] <= z['budget_s']
-        doc['disk'] = dict(scratch_bytes_at_end=du(run), **doc.get('disk', {}))
-        tmp = json_path.with_suffix('.json.partial'); tmp.write_text(json.dumps(doc, indent=1, default=str)); os.replace(tmp, json_path)
+        doc.setdefault('disk', {})['scratch_bytes_at_end'] = du(run)
+        doc['summary']['stage_seconds'] = {k: v['seconds'] for k, v in R.stages.items()}
+        tmp = json_path.with_suffix('.json.partial')
+        tmp.write_text(json.dumps(doc, indent=1, default=lambda o: str(o) if isinstance(o, Path) else None)); os.replace(tmp, json_path)
     try:
         body(a, z, R, run, doc, deadline)
         doc['ok'] = True
@@ -180,7 +185,6 @@ def main(argv=None) -> int:
     except Exception as e:   # the report still says how far it got
         doc['error'] = f'{type(e).__name__}: {e}'; R.say(f"gpu_oneshot: error: {doc['error']}")
     finally:
-        for rec in R.stages.values(): rec.pop('tail', None)
         store = run/'store'
         if store.exists() and not a.keep:
             doc.setdefault('disk', {})['store_deleted'] = True
@@ -197,6 +201,7 @@ def main(argv=None) -> int:
 def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     import torch
     left = lambda: deadline - time.time()
+    S = doc['summary']                       # filled stage by stage: a run that fails late still reports the rates it measured
     target, data = a.target, a.data
     # --- provision (only the default target needs it; smoke fixtures are made here in seconds) --------------------
     if target == 'smollm2-135m':
@@ -252,7 +257,7 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     doc['plan'] = dict(extract_samples=keep, extract_tokens=ext_tokens, extract_eta_s=ext_eta, bytes_per_token=bpt,
                        train_tokens_max=train_tokens)
     # --- extract ------------------------------------------------------------------------------------------------------
-    R.cli('extract', ['extract', '--data', run/'data', '--target', target, '--aux-dtype', z['aux_dtype'],
+    xr = R.cli('extract', ['extract', '--data', run/'data', '--target', target, '--aux-dtype', z['aux_dtype'],
                       '--token-budget', z['extract_token_budget'], '--max-batch', z['extract_max_batch'],
                       '--limit', keep if keep < len(lengths) else 0, '--probe-batches', 0, '--out', run/'store'])
     from eagle_nb.store import HiddenStateStore
@@ -261,11 +266,14 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     st.update(samples=len(store), tokens=store.num_tokens, store_bytes=du(run/'store'))
     st['tokens_per_s'] = st['tokens'] / st['seconds']               # the stage's wall clock: loading the target included
     import re                                                        # write_store's own clock: forwards and writes only
-    line = next((l for l in st['tail'] if re.search(r'tokens in [\d.]+ s, [\d,]+ tokens/s', l)), '')
+    line = next((l for l in xr['tail'] if re.search(r'tokens in [\d.]+ s, [\d,]+ tokens/s', l)), '')
     mm = re.search(r'tokens in ([\d.]+) s, ([\d,]+) tokens/s', line)
     if mm: st.update(compute_seconds=float(mm.group(1)), compute_tokens_per_s=float(mm.group(2).replace(',', '')))
     del store
-    doc['disk'] = dict(store_bytes=st['store_bytes'], data_bytes=du(run/'data'), free_bytes_before=free)
+    doc.setdefault('disk', {}).update(store_bytes=st['store_bytes'], data_bytes=du(run/'data'), free_bytes_before=free)
+    # extraction: write_store's clock (forwards + writes); the stage's wall clock, target loading included, beside it
+    S.update(extraction_tokens_per_s=st.get('compute_tokens_per_s') or st['tokens_per_s'], extraction_stage_tokens_per_s=st['tokens_per_s'],
+             extraction_tokens=st['tokens'])
     # --- train probe: the step rate of this drafter shape on this device -----------------------------------------------
     common = ['--store', run/'store', '--data', run/'data', '--ttt-steps', z['ttt_steps'], '--lr', z['lr'],
               '--batch-tokens', z['batch_tokens'], '--batch-samples', z['batch_samples'], '--max-len', z['max_len'],
@@ -281,19 +289,22 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     # --- train: as many steps as fit before the eval reserve (the probe's overhead counted once more) -------------------
     train_s = left() - z['eval_reserve_s'] - min(overhead, z['train_overhead_s'] * 2)
     epoch_steps = max(1, math.ceil(train_tokens / z['epochs'] / pr['tokens_per_step']))
-    fit = int(train_s / pr['step_s']) if train_s > 0 else 0
+    fit = int(z['train_safety'] * train_s / pr['step_s']) if train_s > 0 else 0
     if fit < 1: raise StageFailed(f"no time left to train ({left():.0f}s left, eval reserve {z['eval_reserve_s']:.0f}s)")
     steps = min(fit, epoch_steps * z['epochs'])
     R.say(f"train plan: {steps:,} steps (~{steps * pr['tokens_per_step']:,.0f} tokens, ~{steps * pr['step_s']:.0f}s at "
           f"{pr['tokens_per_s']:,.0f} tok/s; {z['epochs']} epoch(s) = ~{epoch_steps * z['epochs']:,} steps; probe overhead {overhead:.0f}s); "
           f"expected end ~{time.time() - R.t0 + steps * pr['step_s'] + overhead + z['eval_reserve_s']:.0f}s of {z['budget_s']:.0f}s")
-    R.cli('train', ['train', *common, '--steps', steps, '--save-every', max(steps, 1), '--no-resume', '--out', run/'drafter'])
+    trr = R.cli('train', ['train', *common, '--steps', steps, '--save-every', max(steps, 1), '--no-resume', '--out', run/'drafter'])
     tr = train_rates(run/'drafter'/'metrics.jsonl')
-    summary_line = next((l for l in reversed(R.stages['train']['tail']) if l.startswith('{')), '{}')
+    summary_line = next((l for l in reversed(trr['tail']) if l.startswith('{')), '{}')
     ts = json.loads(summary_line)
     R.stages['train'].update(steps=tr.get('steps'), tokens=tr.get('tokens'), step_tokens_per_s=tr.get('tokens_per_s'),
                              tokens_per_s=tr['tokens'] / R.stages['train']['seconds'] if tr else None,
                              heldout_acc=ts.get('heldout_acc'), tau_sim=ts.get('tau_sim'), loss=ts.get('loss'))
+    # training: the median steady step (compile and warm-up steps left out); the stage's wall clock beside it
+    S.update(training_tokens_per_s=R.stages['train']['step_tokens_per_s'], training_stage_tokens_per_s=R.stages['train']['tokens_per_s'],
+             tokens_trained=R.stages['train']['tokens'], train_steps=R.stages['train']['steps'])
     doc['disk']['drafter_bytes'] = du(run/'drafter')
     doc['disk']['peak_bytes'] = sum(doc['disk'][k] for k in ('store_bytes', 'data_bytes', 'drafter_bytes'))
     # --- eval: in-process speculative decoding against plain greedy ----------------------------------------------------
@@ -309,16 +320,8 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     shutil.copy(ev_path, doc_path)
     doc['eval'] = dict(metrics=m, speed=sp, break_even=be, by_set={k: v.get('accept_length') for k, v in ev['metrics']['by_set'].items()},
                        report=str(doc_path))
-    doc['summary'] = dict(
-        tau=m.get('accept_length'), alpha=m.get('alpha'), speedup=sp.get('speedup'), lossless=sp.get('lossless'),
-        lossless_up_to_ties=sp.get('lossless_up_to_ties'), tau_break_even=be.get('tau_break_even'),
-        # extraction: write_store's clock (forwards + writes; the stage's wall clock, target loading included, beside it)
-        extraction_tokens_per_s=R.stages['extract'].get('compute_tokens_per_s') or R.stages['extract']['tokens_per_s'],
-        extraction_stage_tokens_per_s=R.stages['extract']['tokens_per_s'], extraction_tokens=R.stages['extract']['tokens'],
-        # training: the median steady step (compile and warm-up steps left out); the stage's wall clock beside it
-        training_tokens_per_s=R.stages['train']['step_tokens_per_s'], training_stage_tokens_per_s=R.stages['train']['tokens_per_s'],
-        tokens_trained=R.stages['train']['tokens'], train_steps=R.stages['train']['steps'],
-        stage_seconds={k: v['seconds'] for k, v in R.stages.items()})
+    S.update(tau=m.get('accept_length'), alpha=m.get('alpha'), speedup=sp.get('speedup'), lossless=sp.get('lossless'),
+             lossless_up_to_ties=sp.get('lossless_up_to_ties'), tau_break_even=be.get('tau_break_even'))
 
 def _git_commit() -> str|None:
     try: return subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip() or None

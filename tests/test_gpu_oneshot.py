@@ -84,3 +84,11 @@ def test_full_scale_needs_cuda_in_one_line(tmp_path):
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and 'SCALE=full needs CUDA' in err[0] and 'SCALE=smoke' in err[0], err
+
+def test_a_failed_stage_still_writes_the_json(tmp_path):
+    r = subprocess.run(['bash', str(SCRIPT)], env=_env(tmp_path, SCALE='smoke', TARGET='tiny-llama', DATA=str(tmp_path/'missing.jsonl')),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    doc = json.loads((tmp_path/'out'/'gpu_oneshot.json').read_text())
+    assert doc['ok'] is False and 'stage prepare failed' in doc['error'] and 'missing.jsonl' in doc['error']
+    assert doc['stages']['prepare']['rc'] == 2 and doc['summary']['stage_seconds']['prepare'] > 0
