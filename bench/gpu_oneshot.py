@@ -229,7 +229,8 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     tgt = load_target(target)
     xc = ExtractConfig(aux_dtype=z['aux_dtype'], token_budget=z['extract_token_budget'], max_batch=z['extract_max_batch'],
                        free_bytes=1 << 62, progress=False)
-    pf = preflight(run/'data', tgt, run/'store', xc, verbose=True)
+    pf = preflight(run/'data', tgt, run/'store', xc, verbose=True)   # free_bytes above: measure even what will not fit
+    R.say("(the preflight's 'disk' row above is a placeholder; the plan below sizes the store against the real free disk)")
     del tgt
     if torch.cuda.is_available(): torch.cuda.empty_cache()
     free, _ = _free_disk(run)
