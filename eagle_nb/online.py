@@ -10,7 +10,7 @@ from typing import Sequence
 
 import torch
 from .core import EagleNbError, runs_dir
-from .data import dataset_lineage
+from .data import dataset_lineage, open_dataset
 from .target import Target, load_target
 from .store import normalize_aux_dtype, encode_sample, decode_sample
 from .extract import ExtractConfig, WriteConfig, HFSource, plan_write, check_states
@@ -30,6 +30,7 @@ class OnlineStates:
                  dtype: str|torch.dtype|None = None,  # forward dtype of a target loaded by name (None: bf16 where native, as extract)
                  device: str|torch.device|None = None):  # where a target loaded by name runs (None: CUDA when present)
         if isinstance(dtype, torch.dtype): dtype = str(dtype).replace('torch.', '')
+        if isinstance(data, (str, Path)) and not Path(data).exists(): open_dataset(data)   # its one-line error before the target loads
         if isinstance(target, (str, Path)): target = load_target(target, dtype=getattr(torch, dtype) if dtype else None, device=device)
         self.target, self.data = target, data
         cfg = ExtractConfig(layers=layers if isinstance(layers, str) else list(layers), aux_dtype=aux_dtype, signal='final',
