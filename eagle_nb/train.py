@@ -906,7 +906,7 @@ def train(config: TrainConfig,
 
 # %% ../nbs/03_train.ipynb #de53299f
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store')
+    ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store, or --online from a dataset with the target run in the loop')
     ap.add_argument('--config', default='', help='YAML/JSON file of TrainConfig fields (flags override it)')
     from eagle_nb.core import add_config_flags
     add_config_flags(ap, TrainConfig)   # one flag per field; its help is the field's comment
