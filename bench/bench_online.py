@@ -40,7 +40,9 @@ from safetensors.torch import load_file
 say = (lambda *x: print(*x, file=sys.stderr, flush=True)) if a.json else (lambda *x: print(*x, flush=True))
 work = Path(a.work) if a.work else runs_dir()/'bench-online'
 tag = f"c{a.samples}-L{a.max_len}-v{a.draft_vocab}"
-data, store_dir = work/f'data-{tag}', work/f'store-{tag}'
+# the store is keyed by the thread count too: a CPU GEMM's rounding depends on how many threads split it, so the store's
+# states equal the online forwards (and the two runs' weights each other) only at the thread count it was extracted with
+data, store_dir = work/f'data-{tag}', work/f'store-{tag}-t{torch.get_num_threads()}'
 TARGET = 'smollm2-135m'
 
 if not (data/'manifest.json').exists():
