@@ -14,8 +14,8 @@ from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha25
 
 # %% auto #0
 __all__ = ['FORMAT', 'VERSION', 'FP8_MAX', 'AUX_DTYPES', 'AUX_DTYPE_ALIASES', 'TOPK_DTYPES', 'normalize_aux_dtype',
-           'bytes_per_token', 'specforge_bytes_per_token', 'ShardReader', 'HiddenStateStore', 'VerifyReport',
-           'verify_store', 'verify_main', 'anon_rss_mb', 'merge_stores']
+           'bytes_per_token', 'specforge_bytes_per_token', 'ShardReader', 'HiddenStateStore', 'encode_sample',
+           'decode_sample', 'VerifyReport', 'verify_store', 'verify_main', 'anon_rss_mb', 'merge_stores']
 
 # %% ../nbs/01a_store.ipynb #7046fce6
 FORMAT, VERSION = 'eagle_nb.store', 2   # v2: small manifest + append-only shard log (v1 stores open and migrate)
@@ -259,28 +259,8 @@ class HiddenStateStore:
         if not self.writable: raise EagleNbError(f"{self.path}: opened read-only; use HiddenStateStore.create to add samples")
         m, sid = self.manifest, str(sample_id)
         if sid in self: raise EagleNbError(f"{self.path}: sample {sid!r} is already stored")
-        ids = torch.as_tensor(input_ids).reshape(-1)
-        T, n, H = ids.numel(), m['n_layers'], m['hidden_size']
-        def bad(msg): raise EagleNbError(f"sample {sid!r}: {msg}")
-        if T == 0: bad('empty sample')
-        mask = torch.as_tensor(loss_mask).reshape(-1)
-        if mask.numel() != T: bad(f'loss_mask has {mask.numel()} entries for {T} tokens')
-        aux = torch.as_tensor(aux).detach().cpu()
-        if aux.shape not in ((T, n, H), (T, n * H)): bad(f'aux has shape {tuple(aux.shape)}, want ({T}, {n}, {H})')
-        # copies (copy=True): the buffer must own its rows, never a view into a caller's batch tensor that it may reuse
-        rec = dict(input_ids=ids.to(torch.int32, copy=True), loss_mask=mask.to(torch.uint8, copy=True))
-        rec.update(_encode_aux(aux.reshape(T, n, H), m['aux_dtype']))
-        if m['store_final']:
-            if final is None or tuple(final.shape) != (T, H): bad(f"final state must be [{T}, {H}], got {None if final is None else tuple(final.shape)}")
-            rec['final'] = final.detach().to('cpu', torch.bfloat16, copy=True).contiguous()
-        if m['topk']:
-            k = m['topk']
-            for name, x in (('topk_ids', topk_ids), ('topk_logprobs', topk_logprobs)):
-                if x is None or tuple(x.shape) != (T, k): bad(f"{name} must be [{T}, {k}], got {None if x is None else tuple(x.shape)}")
-            if target_argmax is None or target_argmax.numel() != T: bad(f'target_argmax must be [{T}]')
-            rec['topk_ids'] = topk_ids.detach().to('cpu', torch.int32, copy=True).contiguous()
-            rec['topk_logprobs'] = topk_logprobs.detach().to('cpu', TOPK_DTYPES[m['topk_dtype']], copy=True).contiguous()
-            rec['target_argmax'] = target_argmax.detach().reshape(T).to('cpu', torch.int32, copy=True)
+        rec = encode_sample(m, sid, input_ids, loss_mask, aux, final, topk_ids, topk_logprobs, target_argmax)
+        T = rec['input_ids'].numel()
         self._buf.append(dict(id=sid, length=T, tensors=rec))
         self._buf_ids.add(sid)
         self._buf_bytes += sum(t.numel() * t.element_size() for t in rec.values())
@@ -374,14 +354,7 @@ class HiddenStateStore:
            ) -> dict:
         "One sample: input_ids int64 [T], loss_mask uint8 [T], aux [T, n, H], final [T, H] and/or topk_* if stored."
         if isinstance(sample_id, int): sample_id = self.manifest['samples'][sample_id]['id']
-        raw, m = self.raw(sample_id), self.manifest
-        T, n, H = raw['input_ids'].shape[0], m['n_layers'], m['hidden_size']
-        out = dict(id=str(sample_id), input_ids=raw['input_ids'].long(), loss_mask=raw['loss_mask'].clone(),
-                   aux=_decode_aux(raw, m['aux_dtype'], dtype).view(T, n, H))
-        if 'final' in raw: out['final'] = raw['final'].to(dtype)
-        for k in ('topk_ids', 'topk_logprobs', 'target_argmax'):
-            if k in raw: out[k] = raw[k].long() if raw[k].dtype == torch.int32 else raw[k].float()
-        return out
+        return decode_sample(self.raw(sample_id), self.manifest, dtype, sample_id)
 
     def __getitem__(self, i): return self.get(i)
     def __iter__(self) -> Iterator[dict]:
@@ -404,6 +377,48 @@ def _decode_aux(raw: dict, aux_dtype: str, dtype: torch.dtype) -> torch.Tensor:
     T, nH = raw['aux'].shape
     n = raw['aux_scale'].shape[1]
     return (raw['aux'].float().view(T, n, nH // n) * raw['aux_scale'][..., None]).view(T, nH).to(dtype)
+
+def encode_sample(manifest: dict,                # the store's manifest (n_layers, hidden_size, aux_dtype, store_final, topk, topk_dtype)
+                  sample_id: str, input_ids, loss_mask, aux: torch.Tensor, final: torch.Tensor|None = None,
+                  topk_ids: torch.Tensor|None = None, topk_logprobs: torch.Tensor|None = None,
+                  target_argmax: torch.Tensor|None = None) -> dict[str, torch.Tensor]:
+    "One sample's tensors as a store of this layout keeps them (what `add` writes; checked, owned copies on the CPU)."
+    m, sid = manifest, str(sample_id)
+    ids = torch.as_tensor(input_ids).reshape(-1)
+    T, n, H = ids.numel(), m['n_layers'], m['hidden_size']
+    def bad(msg): raise EagleNbError(f"sample {sid!r}: {msg}")
+    if T == 0: bad('empty sample')
+    mask = torch.as_tensor(loss_mask).reshape(-1)
+    if mask.numel() != T: bad(f'loss_mask has {mask.numel()} entries for {T} tokens')
+    aux = torch.as_tensor(aux).detach().cpu()
+    if aux.shape not in ((T, n, H), (T, n * H)): bad(f'aux has shape {tuple(aux.shape)}, want ({T}, {n}, {H})')
+    # copies (copy=True): the buffer must own its rows, never a view into a caller's batch tensor that it may reuse
+    rec = dict(input_ids=ids.to(torch.int32, copy=True), loss_mask=mask.to(torch.uint8, copy=True))
+    rec.update(_encode_aux(aux.reshape(T, n, H), m['aux_dtype']))
+    if m['store_final']:
+        if final is None or tuple(final.shape) != (T, H): bad(f"final state must be [{T}, {H}], got {None if final is None else tuple(final.shape)}")
+        rec['final'] = final.detach().to('cpu', torch.bfloat16, copy=True).contiguous()
+    if m['topk']:
+        k = m['topk']
+        for name, x in (('topk_ids', topk_ids), ('topk_logprobs', topk_logprobs)):
+            if x is None or tuple(x.shape) != (T, k): bad(f"{name} must be [{T}, {k}], got {None if x is None else tuple(x.shape)}")
+        if target_argmax is None or target_argmax.numel() != T: bad(f'target_argmax must be [{T}]')
+        rec['topk_ids'] = topk_ids.detach().to('cpu', torch.int32, copy=True).contiguous()
+        rec['topk_logprobs'] = topk_logprobs.detach().to('cpu', TOPK_DTYPES[m['topk_dtype']], copy=True).contiguous()
+        rec['target_argmax'] = target_argmax.detach().reshape(T).to('cpu', torch.int32, copy=True)
+    return rec
+
+def decode_sample(raw: dict[str, torch.Tensor],  # stored tensors of one sample (`raw`, or `encode_sample`'s record)
+                  manifest: dict, dtype: torch.dtype = torch.float32, sample_id: str = '?') -> dict:
+    "What `get` returns: input_ids int64 [T], loss_mask uint8 [T], aux [T, n, H] and final [T, H] in `dtype`, topk_* if stored."
+    m = manifest
+    T, n, H = raw['input_ids'].shape[0], m['n_layers'], m['hidden_size']
+    out = dict(id=str(sample_id), input_ids=raw['input_ids'].long(), loss_mask=raw['loss_mask'].clone(),
+               aux=_decode_aux(raw, m['aux_dtype'], dtype).view(T, n, H))
+    if 'final' in raw: out['final'] = raw['final'].to(dtype)
+    for k in ('topk_ids', 'topk_logprobs', 'target_argmax'):
+        if k in raw: out[k] = raw[k].long() if raw[k].dtype == torch.int32 else raw[k].float()
+    return out
 
 # %% ../nbs/01a_store.ipynb #da798848
 def _acquire_lock(path: Path):

@@ -382,6 +382,10 @@ class TrainConfig:
     out: str = ''                   # output directory: checkpoints/, metrics.jsonl, eval.json and the drafter (load_drafter reads it)
     data: str = ''                  # tokenized dataset whose draft vocab to use (empty: the store's dataset, else built from the store)
     target: str = ''                # target name or directory (empty: the one named in the store manifest)
+    online: bool = False            # no store: run the target on --data inside the training loop, one sample per forward, as the extractor does (needs --data and --target)
+    online_aux_dtype: str = 'bf16'  # online: round the aux states as a store of this dtype keeps them (bf16 or fp8)
+    online_layers: str = 'auto'     # online: aux layer ids, canonical HF index (auto: [2, L//2, L-3], or a,b,c)
+    online_dtype: str = ''          # online: the target's forward dtype, bfloat16, float32 or float16 (empty: as eagle-nb extract, bf16 where native)
     draft_vocab_size: int = 32000   # size of the draft vocab when it is built from the store's tokens
     ttt_steps: int = 7              # training-time-test depth (EAGLE-3: 7)
     loss_decay: float = 0.8         # the loss of TTT step i is weighted decay**i
@@ -415,7 +419,19 @@ class TrainConfig:
 
     def __post_init__(self):
         def bad(msg): raise EagleNbError(f"TrainConfig: {msg}")
-        if not self.store: bad("store is empty; pass --store DIR (a hidden-state store from `eagle-nb extract`)")
+        if self.online:
+            if self.store: bad(f"store={self.store!r} with online: pick one (--store STORE, or --online --data DIR --target T)")
+            if not self.data: bad("online needs the dataset; pass --data DIR (from `eagle-nb prepare`) or a .jsonl of {id, input_ids, loss_mask}")
+            if not self.target: bad("online needs the target it runs; pass --target smollm2-135m, tiny-<arch> or an HF model directory")
+            from eagle_nb.store import AUX_DTYPE_ALIASES
+            if self.online_aux_dtype not in AUX_DTYPE_ALIASES: bad(f"online_aux_dtype={self.online_aux_dtype!r}; use bf16 or fp8")
+            if self.online_layers != 'auto' and not re.fullmatch(r'\d+(,\d+)*', self.online_layers.replace(' ', '')):
+                bad(f"online_layers={self.online_layers!r}; use auto or comma-separated HF ids such as 2,15,27")
+            if self.online_dtype not in ('', 'bfloat16', 'float32', 'float16'): bad(f"online_dtype={self.online_dtype!r}; use bfloat16, float32, float16 or empty")
+        else:
+            if not self.store: bad("store is empty; pass --store DIR (a hidden-state store from `eagle-nb extract`), or --online --data DIR --target T")
+            changed = [f.name for f in fields(self) if f.name.startswith('online_') and getattr(self, f.name) != f.default]
+            if changed: bad(f"{', '.join(changed)} set without online; add --online, or drop them")
         if not self.out: bad("out is empty; pass --out DIR for checkpoints and the trained drafter")
         if self.ttt_steps < 1: bad(f"ttt_steps={self.ttt_steps}; use 1 or more (EAGLE-3 uses 7)")
         if not 0 < self.loss_decay <= 1: bad(f"loss_decay={self.loss_decay}; use a value in (0, 1] (EAGLE-3 uses 0.8)")
@@ -485,6 +501,8 @@ def resolve_draft_vocab(config: TrainConfig, store: HiddenStateStore) -> tuple[T
     m = store.manifest
     lineage = store.dataset or {}
     data = config.data or lineage.get('path') or ''
+    if m.get('online') and not Path(data).is_dir():   # online over a .jsonl of token ids: the vocab of its loss-masked tokens
+        return draft_vocab_from_store(store, config.draft_vocab_size), f'built from the tokens of {data} (top {config.draft_vocab_size})'
     if data and Path(data).exists():
         from eagle_nb.data import TokenizedDataset
         dv = TokenizedDataset.open(data).draft_vocab()
@@ -542,13 +560,16 @@ def store_lineage(store: str|Path|None) -> dict|None:
     s = HiddenStateStore.open(store)
     return dict(path=str(Path(store).resolve()), created=s.manifest.get('created'), samples=len(s), tokens=s.num_tokens, dataset=s.dataset)
 
-def write_checkpoint(out: Path, step: int, drafter: Eagle3Drafter, trainer_state: dict, keep: int, extra: dict) -> Path:
+def write_checkpoint(out: Path, step: int, drafter: Eagle3Drafter, trainer_state: dict, keep: int, extra: dict,
+                     lineage: dict|None = None,   # what it was trained on (default: `store_lineage` of the config's store)
+                     ) -> Path:
     "Atomically write checkpoints/step-NNNNNNNN (drafter + trainer state), update the top-level drafter, prune old ones."
     ck = Path(out)/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
     final = ck/f'step-{step:08d}'
     tmp = ck/f'.step-{step:08d}.tmp'
     shutil.rmtree(tmp, ignore_errors=True)
-    save_drafter(drafter, tmp, extra=extra, lineage=store_lineage((trainer_state.get('config') or {}).get('store')))
+    if lineage is None: lineage = store_lineage((trainer_state.get('config') or {}).get('store'))
+    save_drafter(drafter, tmp, extra=extra, lineage=lineage)
     buf = io.BytesIO(); torch.save(trainer_state, buf)
     (tmp/'trainer.pt').write_bytes(buf.getvalue())
     _fsync_tree(tmp)
@@ -669,6 +690,9 @@ _RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'ttt_ste
                   'max_len', 'eval_fraction', 'seed', 'amp')
 
 def _store_fingerprint(m: dict) -> list:
+    if m.get('online'):   # no store: the dataset (sha256), the target and how its states are rounded
+        return ['online', m['target']['config_hash'], m['target'].get('dtype'), len(m['samples']), m['num_tokens'], m['layer_ids'],
+                m['aux_dtype'], (m.get('dataset') or {}).get('sha256')]
     return [m['target']['config_hash'], len(m['samples']), m['num_tokens'], m['layer_ids'], m.get('created')]
 
 def _auto_chunk(draft_size: int) -> int:
@@ -684,11 +708,15 @@ def train(config: TrainConfig,
     dev, rank0 = di.device, di.rank == 0
     out = Path(c.out); out.mkdir(parents=True, exist_ok=True)
     try:
-        # ---- data: the store (memory-mapped), held-out split, batch plan -------------------------------------
-        store = HiddenStateStore.open(c.store)
-        m = store.manifest
+        # ---- data: the store (memory-mapped) or online states (dataset + target), held-out split, batch plan ----
+        if c.online:
+            from eagle_nb.online import OnlineStates   # the extractor's forward, per sample, behind a store's read interface
+            store = OnlineStates(c.data, c.target, c.online_aux_dtype, c.online_layers, c.online_dtype or None, device=dev)
+        else: store = HiddenStateStore.open(c.store)
+        m, where = store.manifest, c.data if c.online else c.store
+        lineage = store.lineage() if c.online else store_lineage(c.store)   # what checkpoints record it was trained on
         lengths = {s['id']: min(int(s['length']), c.max_len) for s in m['samples'] if s['length'] >= 3}
-        if not lengths: raise EagleNbError(f"{c.store}: no sample has 3 or more tokens; nothing to train on")
+        if not lengths: raise EagleNbError(f"{where}: no sample has 3 or more tokens; nothing to train on")
         train_ids, held_ids = heldout_split(sorted(lengths), c.eval_fraction, c.seed)
         train_len = {i: lengths[i] for i in train_ids}
         held_len = {i: lengths[i] for i in held_ids[:c.eval_samples]} if c.eval_samples else {}
@@ -697,7 +725,7 @@ def train(config: TrainConfig,
         if c.micro_batches % di.world:
             raise EagleNbError(f"micro_batches={c.micro_batches} is not a multiple of the {di.world} ranks; use {di.world * max(1, c.micro_batches // di.world)}")
         if per_epoch == 0:
-            raise EagleNbError(f"{c.store}: {len(train_ids)} training samples make fewer than micro_batches={c.micro_batches} batches of "
+            raise EagleNbError(f"{where}: {len(train_ids)} training samples make fewer than micro_batches={c.micro_batches} batches of "
                                f"{c.batch_tokens} tokens; lower micro_batches or batch_tokens")
         total = c.steps or c.epochs * per_epoch
         warmup = int(round(c.warmup * total))
@@ -728,7 +756,7 @@ def train(config: TrainConfig,
             was = state.get('config', {})
             was = {'batch_samples': 0, **was}   # checkpoints from before the cap batched without one
             diff = [f"{k} ({was.get(k)!r} -> {getattr(c, k)!r})" for k in _RESUME_FIELDS if was.get(k) != getattr(c, k)]
-            if state.get('store_fingerprint') != _store_fingerprint(m): diff.insert(0, 'the store')
+            if state.get('store_fingerprint') != _store_fingerprint(m): diff.insert(0, 'the store' if not m.get('online') and not was.get('online') else 'the data (online dataset, target dtype, aux layers/dtype) or store')
             if diff:
                 raise EagleNbError(f"{ckpts[-1]}: a checkpoint of a different run ({', '.join(diff)} changed); resume with the "
                                    f"same settings, or use another --out, or --no-resume to start over")
@@ -759,7 +787,7 @@ def train(config: TrainConfig,
             keep = [l for l in old if l.strip() and json.loads(l).get('step', 0) <= start]
             atomic_write(log_path, ''.join(l + '\n' for l in keep))
             atomic_write_json(out/'train_config.json', dict(asdict(c), world=di.world, total_steps=total, draft_vocab=vocab_src,
-                                                          train_samples=len(train_ids), heldout_samples=len(held_ids)))
+                                                          train_samples=len(train_ids), heldout_samples=len(held_ids), lineage=lineage))
         records = [json.loads(l) for l in (log_path.read_text().splitlines() if rank0 else []) if l.strip()]
         def emit(rec):
             if not rank0: return
@@ -772,7 +800,7 @@ def train(config: TrainConfig,
                                  len(token_ids), c.max_len, dev, data_dtype)
 
         # the next step's samples are read and collated in a background thread (own store handle) while this one trains
-        reader, plans = HiddenStateStore.open(c.store), {}
+        reader, plans = (store if c.online else HiddenStateStore.open(c.store)), {}   # online: one target, its forward locked
         def fetch(step: int) -> tuple[int, list[list[str]], list[dict]]:
             epoch, k = divmod(step, per_epoch)
             if epoch not in plans: plans.clear(); plans[epoch] = plan_batches(train_len, c.batch_tokens, c.seed, epoch, max_samples=max_samples)
@@ -852,7 +880,7 @@ def train(config: TrainConfig,
                     tstate = dict(step=step + 1, epoch=epoch, position=(step + 1) - epoch * per_epoch, optimizer=osd, scheduler=sched.state_dict(),
                                   rng=rngs, fsdp=fsdp, world=di.world, config=asdict(c), store_fingerprint=_store_fingerprint(m))
                     last_ckpt = str(write_checkpoint(out, step + 1, full, tstate, c.keep_checkpoints,
-                                                     extra=dict(step=step + 1, loss=loss_val, store=str(c.store), draft_vocab=vocab_src)))
+                                                     extra=dict(step=step + 1, loss=loss_val, store=str(c.store), draft_vocab=vocab_src), lineage=lineage))
                 if di.world > 1:
                     import torch.distributed as dist
                     dist.barrier()
@@ -878,7 +906,7 @@ def train(config: TrainConfig,
 
 # %% ../nbs/03_train.ipynb #de53299f
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store')
+    ap = argparse.ArgumentParser(prog='eagle-nb train', description='train an EAGLE-3 drafter from a hidden-state store, or --online from a dataset with the target run in the loop')
     ap.add_argument('--config', default='', help='YAML/JSON file of TrainConfig fields (flags override it)')
     from eagle_nb.core import add_config_flags
     add_config_flags(ap, TrainConfig)   # one flag per field; its help is the field's comment
