@@ -11,7 +11,23 @@ The limit: every GEMM of the step (drafter linears forward and backward, attenti
 both lm_heads) is timed alone as a bf16 torch.mm of the same shape, interleaved with the step timings so that
 load from other processes hits both alike; `fraction = matmul-only time / step time`.
 
-    python bench/bench_train.py [--steps 4] [--seq 1024] [--threads N]
+With `--specforge PATH` (a checkout of github.com/sgl-project/SpecForge; none of its code is copied here) SpecForge's
+own step on the same sample is timed in the same rounds: its draft model (`LlamaForCausalLMEagle3`, sdpa, bf16 weights),
+`OnlineEagle3Model` TTT loop, `Eagle3TrainStrategy` loss with its `TargetHead` teacher, and `BF16Optimizer` (fp32
+masters, clip 0.5) at its defaults. One shim, labelled in `bench_recipe_vs_specforge.import_specforge`: its Triton loss
+kernel is replaced by its own eager reference loss, compiled. Each round times eagle_nb, SpecForge and the GEMM limit
+back to back; the ratio is SpecForge's total time over eagle_nb's on the same rounds (same tokens).
+
+`--mask-from DATASET` trains each round on the next real chat window of SEQ tokens (ids and loss mask; spread evenly
+over the dataset's full windows): SpecForge computes every row whatever the mask, eagle_nb only rows with loss (the
+lm_head, and at TTT steps >= 1 the layer too; `--ablate-skip` times it without the latter as well).
+
+    python bench/bench_train.py [--steps 4] [--seq 1024] [--threads N] [--specforge PATH] [--mask-from DIR] [--no-limit]
+
+Measured (AMD EPYC, AVX-512 BF16, no AMX, 2 threads; bench/results/bench_train_vs_specforge.json): every row trained,
+214 against SpecForge's 128 tokens/s (1.67x; the GEMM limit 304, SpecForge 123-166 across runs); 12 real ShareGPT
+windows (eagle-nb prepare --data sharegpt --max-len 1024 --policy split --limit 1500; loss-mask share 0.41) 377 against
+122 tokens/s (3.08x), of which skipping rows at steps >= 1 gives 1.11x (338 without).
 """
 import argparse, json, math, os, statistics, sys, time
 from pathlib import Path
@@ -23,8 +39,13 @@ p.add_argument('--ttt', type=int, default=7)
 p.add_argument('--draft-vocab', type=int, default=32000)
 p.add_argument('--threads', type=int, default=0, help='torch threads (0 = torch default)')
 p.add_argument('--mask', type=float, default=1.0, help='share of rows with loss (1.0 = all; chat data is ~0.5-0.7)')
+p.add_argument('--mask-from', default='', help="a tokenized dataset (eagle-nb prepare --max-len SEQ --policy split): each round "
+               "trains both sides on the next real window of SEQ tokens, its ids and loss mask (instead of --mask)")
 p.add_argument("--json", action="store_true")
 p.add_argument("--no-compile", action="store_true", help="eager loss kernel")
+p.add_argument("--specforge", default="", help="SpecForge checkout: time its step side by side")
+p.add_argument("--no-limit", action="store_true", help="skip the GEMM-limit timing")
+p.add_argument("--ablate-skip", action="store_true", help="also time eagle_nb without skipping rows at TTT steps >= 1 (what that buys)")
 a = p.parse_args()
 
 import torch
@@ -47,6 +68,7 @@ head_w[~torch.isin(torch.arange(V), token_ids)] *= 0.3   # like real data: the t
 d2t, t2d = vocab_map(token_ids, V)
 drafter = Eagle3Drafter(cfg, embed).set_vocab(d2t, t2d).to(dev)
 obj = TTTObjective(drafter, S, _auto_chunk(Vd), compiled=not a.no_compile)
+obj_full = TTTObjective(drafter, S, _auto_chunk(Vd), compiled=not a.no_compile, skip_rows=False)   # --ablate-skip
 params = [q for q in obj.parameters() if q.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95))
 dt = fast_dtype(dev)
@@ -55,9 +77,58 @@ g = torch.Generator().manual_seed(1)
 sample = dict(id='bench', input_ids=torch.randint(0, V, (T,), generator=g),
               loss_mask=(torch.rand(T, generator=g) < a.mask).to(torch.uint8),
               aux=torch.randn(T, n_aux, H, generator=g).to(dt), final=torch.randn(T, H, generator=g).to(dt))
+windows = [sample]
+if a.mask_from:   # real chat windows: their tokens and loss masks (prompt/user turns carry no loss); states stay random
+    from eagle_nb.data import open_dataset
+    ds = open_dataset(a.mask_from)
+    full = [i for i in range(len(ds)) if ds.lengths[i] >= T]
+    if not full: sys.exit(f"--mask-from {a.mask_from}: no window of {T} tokens; prepare it with --max-len {T} --policy split")
+    n_pick = min(len(full), a.steps + 1)          # evenly spread over the dataset's full windows; the last is the warm-up
+    real = [ds[full[round(k * (len(full) - 1) / max(1, n_pick - 1))]] for k in range(n_pick)]
+    print(f"{len(full)} windows of {T} tokens in {a.mask_from}, loss-mask share {statistics.mean(float(ds[i]['loss_mask'][:T].float().mean()) for i in full):.2f}", flush=True)
+    windows = [dict(sample, id=r['id'], input_ids=r['input_ids'][:T].clone(), loss_mask=r['loss_mask'][:T].to(torch.uint8)) for r in real]
+    print(f"{len(windows)} real windows of {T} tokens from {a.mask_from}: loss-mask share "
+          f"{statistics.mean(float(w['loss_mask'].float().mean()) for w in windows):.2f}", flush=True)
 decay = torch.tensor([0.8 ** i for i in range(S)], device=dev)
 
-def step():
+def specforge_step_fn(path):
+    "SpecForge's own training step on `sample` (same shapes and weights at start), as its trainer runs it."
+    import tempfile
+    from transformers import AutoConfig
+    from eagle_nb.drafter import export_sglang
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_recipe_vs_specforge import import_specforge
+    if not (Path(path)/'specforge/algorithms/eagle3/model.py').exists():
+        sys.exit(f"--specforge {path!r}: not a SpecForge checkout (specforge/algorithms/eagle3/model.py missing)")
+    sf = import_specforge(path)
+    tmp = tempfile.mkdtemp(prefix='bench-train-sf-')
+    export_sglang(Eagle3Drafter(cfg, embed).set_vocab(d2t, t2d), tmp, dtype='bfloat16')   # its config.json is read
+    scfg = AutoConfig.from_pretrained(tmp)
+    torch.manual_seed(0)
+    draft = sf['AutoDraftModel'].from_config(scfg, attention_backend='sdpa', torch_dtype=torch.float32)
+    with torch.no_grad():
+        draft.embed_tokens.weight.copy_(embed); draft.d2t.copy_(d2t); draft.t2d.copy_(t2d)
+    draft.freeze_embedding()
+    model = sf['OnlineEagle3Model'](draft_model=draft.to(torch.bfloat16), length=S, attention_backend='sdpa').to(dev, torch.bfloat16)
+    head = sf['TargetHead'](tmp)
+    with torch.no_grad(): head.fc.weight.copy_(head_w)
+    head.freeze_weights(); head = head.eval().to(dev, torch.bfloat16)
+    strategy = sf['Eagle3TrainStrategy'](model, target_head=head)
+    sopt = sf['BF16Optimizer'](model, lr=1e-4, max_grad_norm=0.5, warmup_ratio=0.015, lr_scheduler='cosine', total_steps=1000)
+    def sf_step(sample=sample):
+        tensors = dict(input_ids=sample['input_ids'][None].to(dev), loss_mask=sample['loss_mask'].long()[None].to(dev),
+                       attention_mask=torch.ones(1, T, dtype=torch.long, device=dev),
+                       hidden_state=sample['aux'].reshape(1, T, -1).to(dev, torch.bfloat16), target=sample['final'][None].to(dev, torch.bfloat16))
+        t0 = time.perf_counter()
+        res = strategy.forward_loss(sf['TrainBatch'](sample_ids=['bench'], strategy='eagle3', tensors=tensors,
+                                                     metadata={'target_repr': 'hidden_state'}))
+        res.loss.backward()
+        sopt.step()
+        if dev.type == 'cuda': torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    return sf_step
+
+def step(sample=sample, obj=obj):
     t0 = time.perf_counter()
     b = prepare_batch([sample], S, head, t2d.to(dev), Vd, T, dev, dt)
     w = (decay / b.counts.clamp_min(1)).float()
@@ -109,14 +180,29 @@ def matmul_only(M):
 load0 = os.getloadavg()
 print(f"device {dev} ({'bf16 native' if dt == torch.bfloat16 else 'fp32'}; CPU bf16: {cpu_has_fast_bf16()}), threads {torch.get_num_threads()}, "
       f"load avg {load0[0]:.1f}", flush=True)
-t_warm, M = step()
+t_warm, M = step(windows[-1])
 print(f"warm-up step {t_warm:.2f}s; trained rows {M} of {S * N}", flush=True)
-steps, mms = [], []
+sf_step = specforge_step_fn(a.specforge) if a.specforge else None
+if sf_step: print(f"SpecForge warm-up step {sf_step(windows[-1]):.2f}s", flush=True)
+steps, mms, sfs, nos = [], [], [], []
+if a.ablate_skip: step(windows[-1], obj_full)
 for i in range(a.steps):
-    steps.append(step()[0])
-    mt, flops = matmul_only(M)
-    mms.append(mt)
-    print(f"  step {i}: {steps[-1]:.3f}s ({T / steps[-1]:.0f} tok/s)   matmul-only {mt:.3f}s ({T / mt:.0f} tok/s)", flush=True)
+    w_i = windows[i % len(windows)]
+    t_i, M = step(w_i)
+    steps.append(t_i)
+    line = f"  round {i}: {w_i['loss_mask'].float().mean():.2f} mask, eagle_nb {steps[-1]:.3f}s ({T / steps[-1]:.0f} tok/s)"
+    if a.ablate_skip:
+        nos.append(step(w_i, obj_full)[0])
+        line += f"   without row skipping {nos[-1]:.3f}s"
+    if sf_step:
+        sfs.append(sf_step(w_i))
+        line += f"   SpecForge {sfs[-1]:.3f}s ({T / sfs[-1]:.0f} tok/s, {sfs[-1] / steps[-1]:.2f}x)"
+    if not a.no_limit:
+        mt, flops = matmul_only(M)
+        mms.append(mt)
+        line += f"   matmul-only {mt:.3f}s ({T / mt:.0f} tok/s)"
+    print(line, flush=True)
+if a.no_limit: mms = steps; flops = 0.0
 # other processes share this machine: pair each step with the limit measured right after it, and report the
 # median over pairs (the best pair too, as the closest to an idle machine)
 ratios = [m / s for s, m in zip(steps, mms)]
@@ -125,11 +211,27 @@ step_t, mm_t = steps[k], mms[k]
 res = dict(tokens_per_s=T / step_t, step_seconds=step_t, matmul_only_seconds=mm_t, limit_tokens_per_s=T / mm_t,
            fraction_of_limit=mm_t / step_t, best_tokens_per_s=T / min(steps), best_limit_tokens_per_s=T / min(mms), step_gflop=flops / 1e9, achieved_gflops=flops / step_t / 1e9,
            matmul_gflops=flops / mm_t / 1e9, threads=torch.get_num_threads(), load_avg=[load0[0], os.getloadavg()[0]],
-           ttt=S, seq=T, draft_vocab=Vd, mask=a.mask, device=str(dev))
-print(f"\ntraining: {res['tokens_per_s']:.0f} tokens/s at TTT {S}, seq {T}, draft vocab {Vd} "
-      f"({res['step_gflop']:.0f} GFLOP/step, {res['achieved_gflops']:.0f} GFLOP/s)")
-print(f"limit (bf16 GEMMs of the same shapes, measured now): {res['limit_tokens_per_s']:.0f} tokens/s ({res['matmul_gflops']:.0f} GFLOP/s)")
-print(f"fraction of the limit: {res['fraction_of_limit']:.2f} (median pair; pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
-print(f"best observed: {res['best_tokens_per_s']:.0f} tokens/s, limit {res['best_limit_tokens_per_s']:.0f} tokens/s ({res['best_tokens_per_s'] / res['best_limit_tokens_per_s']:.2f})")
-print(f"references on this machine class (UPSTREAM.md): SpecForge 150-158 tokens/s, EAGLE 67-103 tokens/s")
+           ttt=S, seq=T, draft_vocab=Vd, mask=a.mask, mask_from=a.mask_from,
+           mask_share=statistics.mean(float(w['loss_mask'].float().mean()) for w in windows), device=str(dev))
+res.update(total_tokens_per_s=T * len(steps) / sum(steps))
+if nos: res.update(no_skip_total_tokens_per_s=T * len(nos) / sum(nos), skip_speedup=sum(nos) / sum(steps))
+if sf_step:
+    sr = [f / s for s, f in zip(steps, sfs)]
+    res.update(specforge_tokens_per_s=T / statistics.median(sfs), specforge_total_tokens_per_s=T * len(sfs) / sum(sfs),
+               speedup_vs_specforge=sum(sfs) / sum(steps), speedup_vs_specforge_median_round=statistics.median(sr),
+               speedup_vs_specforge_rounds=sr)
+if a.no_limit:
+    print(f"\ntraining: {res['total_tokens_per_s']:.0f} tokens/s over the {len(steps)} rounds, at TTT {S}, seq {T}, draft vocab {Vd}")
+else:
+    print(f"\ntraining: {res['tokens_per_s']:.0f} tokens/s at TTT {S}, seq {T}, draft vocab {Vd} "
+          f"({res['step_gflop']:.0f} GFLOP/step, {res['achieved_gflops']:.0f} GFLOP/s); {res['total_tokens_per_s']:.0f} over all rounds")
+    print(f"limit (bf16 GEMMs of the same shapes, measured now): {res['limit_tokens_per_s']:.0f} tokens/s ({res['matmul_gflops']:.0f} GFLOP/s)")
+    print(f"fraction of the limit: {res['fraction_of_limit']:.2f} (median pair; pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"best observed: {res['best_tokens_per_s']:.0f} tokens/s, limit {res['best_limit_tokens_per_s']:.0f} tokens/s ({res['best_tokens_per_s'] / res['best_limit_tokens_per_s']:.2f})")
+if nos: print(f"without skipping rows at steps >= 1: {res['no_skip_total_tokens_per_s']:.0f} tokens/s; skipping buys {res['skip_speedup']:.2f}x")
+if sf_step:
+    print(f"SpecForge, same samples, same rounds: {res['specforge_total_tokens_per_s']:.0f} tokens/s over all rounds; "
+          f"eagle_nb / SpecForge {res['speedup_vs_specforge']:.2f}x (same tokens, total time; per round: {', '.join(f'{r:.2f}' for r in sr)})")
+else:
+    print("SpecForge side by side: --specforge PATH (a checkout of github.com/sgl-project/SpecForge)")
 if a.json: print(json.dumps(res))

@@ -17,9 +17,9 @@ from .conventions import to_canonical, from_canonical
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'DrafterConfig', 'RMSNorm', 'rope_inv_freq', 'apply_rope', 'DrafterAttention', 'DrafterMLP',
-           'DrafterLayer', 'FrozenEmbedding', 'DrafterCache', 'ttt_attention', 'Eagle3Drafter', 'vocab_map',
-           'check_vocab_map', 'draft_vocab_targets', 'count_parameters', 'ttt_by_decoding', 'max_ttt_error',
-           'save_drafter', 'load_drafter', 'sglang_aux_ids', 'canonical_from_sglang', 'export_sglang',
+           'DrafterLayer', 'FrozenEmbedding', 'DrafterCache', 'ttt_attention', 'ttt_attention_rows', 'Eagle3Drafter',
+           'vocab_map', 'check_vocab_map', 'draft_vocab_targets', 'count_parameters', 'ttt_by_decoding',
+           'max_ttt_error', 'save_drafter', 'load_drafter', 'sglang_aux_ids', 'canonical_from_sglang', 'export_sglang',
            'export_speculators', 'export_drafter', 'export_main']
 
 # %% ../nbs/03a_drafter.ipynb #fbdc5db7
@@ -279,6 +279,33 @@ def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step
         out = out + torch.einsum('bkgtn,nbktd->bkgtd', p, torch.stack(diag_v).to(p.dtype)).reshape(B, h, T, d)
     return out
 
+def ttt_attention_rows(q: Tensor,              # (1, heads, R, hd) queries of step i >= 1 at positions `pos` only
+                       k0: Tensor, v0: Tensor, # (1, kv_heads, T, hd) step-0 keys/values of every position
+                       diag_k: list[Tensor], diag_v: list[Tensor],  # steps 1..i at the same positions, each (1, kv_heads, R, hd)
+                       pos: Tensor,            # (R,) ascending positions of the queries
+                       ) -> Tensor:
+    "`ttt_attention` for a subset of rows (one sequence): row r sees step-0 keys t <= pos[r] and its own diagonal keys."
+    B, h, R, d = q.shape
+    kv_h, T, n = k0.shape[1], k0.shape[2], len(diag_k)
+    if B != 1 or n == 0: raise EagleNbError(f"ttt_attention_rows: one sequence and step >= 1 (got B={B}, {n} diagonal steps)")
+    g, e = h // kv_h, -(-2 * n // 8) * 8
+    s = torch.einsum('bkgtd,nbktd->bkgtn', q.float().view(B, kv_h, g, R, d), torch.stack(diag_k).float()).reshape(B, h, R, n)
+    hi = s.to(q.dtype); lo = (s - hi.float()).to(q.dtype)        # the same sink trick as `ttt_attention`
+    q_extra = q.new_zeros(B, h, R, e)
+    q_extra[..., 0:2 * n:2], q_extra[..., 1:2 * n:2] = hi, lo
+    sink_k = k0.new_zeros(B, kv_h, n, d + e); sink_v = v0.new_zeros(B, kv_h, n, d + e)
+    for j in range(n):
+        sink_k[:, :, j, d + 2 * j] = 1; sink_k[:, :, j, d + 2 * j + 1] = 1
+        sink_v[:, :, j, d + j] = 1
+    kx = torch.cat([sink_k, F.pad(k0, (0, e))], dim=2)            # (1, kv_heads, n+T, d+e)
+    vx = torch.cat([sink_v, F.pad(v0, (0, e))], dim=2)
+    causal = torch.arange(T, device=q.device)[None, :] <= pos[:, None]                         # (R, T)
+    mask = torch.cat([causal.new_ones(R, n), causal], dim=1)[None, None]                       # sinks always visible
+    o = F.scaled_dot_product_attention(torch.cat([q, q_extra], dim=-1), kx, vx, attn_mask=mask,
+                                       scale=1.0 / math.sqrt(d), enable_gqa=g > 1)
+    p = o[..., d:d + n].reshape(B, kv_h, g, R, n)
+    return o[..., :d] + torch.einsum('bkgtn,nbktd->bkgtd', p, torch.stack(diag_v).to(p.dtype)).reshape(B, h, R, d)
+
 # %% ../nbs/03a_drafter.ipynb #39a59284
 class Eagle3Drafter(nn.Module):
     "EAGLE-3 draft model: fc fusion + one Llama layer with 2H attention input + norm + draft-vocab lm_head."
@@ -364,8 +391,12 @@ class Eagle3Drafter(nn.Module):
                     input_ids: Tensor,          # (B, T) the next tokens: input_ids[t] = token t+1
                     steps: int = 7,             # TTT depth k
                     attention_mask: Tensor|None = None,  # (B, T) 1 = real row; right padding costs nothing
+                    keep: Tensor|None = None,   # (steps, B, T) bool: rows whose output is used (with loss); None = all
+                    keep_below: float = 0.85,   # skip rows only when the share needed at steps >= 1 is below this
                     ) -> list[Tensor]:
-        "Unroll `steps` draft steps over whole sequences; returns `steps` post-norm hiddens (B, T, H)."
+        """Unroll `steps` draft steps over whole sequences; returns `steps` post-norm hiddens (B, T, H).
+        With `keep` (one sequence), steps >= 1 compute only the rows some later step still needs: row t of step i feeds
+        only row t of steps > i, so a row with no loss at step i or after is skipped; its output is zeros."""
         B, T = input_ids.shape
         if aux.shape[:2] != (B, T) or aux.shape[-1] != self.fc.in_features:
             raise EagleNbError(f"forward_ttt: aux {tuple(aux.shape)} / input_ids {tuple(input_ids.shape)}; want aux (B, T, "
@@ -375,6 +406,10 @@ class Eagle3Drafter(nn.Module):
         # rope for positions 0 .. T+steps-2 once; step i uses positions t+i, a slice
         cos_all, sin_all = self._rope(torch.arange(T + steps - 1, device=input_ids.device)[None])  # (1,1,T+steps-1,hd)
         hidden = self.fc(aux)                                    # (B,T,H) fused target features
+        if keep is not None and B == 1 and key_mask is None and steps > 1:
+            need = keep.reshape(steps, T).flip(0).int().cumsum(0).gt(0).flip(0)   # needed at step i: kept at some step >= i
+            if float(need[1:].float().mean()) < keep_below:
+                return self._forward_ttt_rows(hidden, input_ids, steps, need, cos_all, sin_all)
         outs, dk, dv, k0 = [], [], [], None
         for i in range(steps):
             # step i at row t reads token input_ids[t+i] (shift left by i, pad past the end), rope position t+i
@@ -385,6 +420,30 @@ class Eagle3Drafter(nn.Module):
             o = ttt_attention(q, k0, v0, dk, dv, key_mask)       # (B, heads, T, hd)
             hidden = self._finish(residual, o)                   # (B,T,H) pre-norm: the next step's input
             outs.append(self.norm(hidden))
+        return outs
+
+    def _forward_ttt_rows(self, hidden, input_ids, steps, need, cos_all, sin_all) -> list[Tensor]:
+        "`forward_ttt` of one sequence with step i >= 1 on the rows `need[i]` only (each step's rows within the last's)."
+        B, T = input_ids.shape
+        residual, q, k0, v0 = self._qkv(hidden, input_ids, cos_all[:, :, :T], sin_all[:, :, :T])
+        hidden = self._finish(residual, ttt_attention(q, k0, v0, [], []))
+        outs, dk, dv, prev = [self.norm(hidden)], [], [], None
+        for i in range(1, steps):
+            pos = need[i].nonzero().flatten()                    # (R,) rows of this step
+            if not len(pos):                                     # no loss at this step or after
+                outs += [outs[0].new_zeros(outs[0].shape)] * (steps - i)
+                break
+            ids = F.pad(input_ids[:, i:], (0, min(i, T)), value=self.config.pad_token_id)[:, :T]
+            h_in = hidden.index_select(1, pos if prev is None else torch.searchsorted(prev, pos))
+            residual, q, k, v = self._qkv(h_in, ids.index_select(1, pos), cos_all[:, :, i + pos], sin_all[:, :, i + pos])
+            if prev is not None:                                 # earlier steps' diagonal keys, at this step's rows
+                at = torch.searchsorted(prev, pos)
+                dk, dv = [x.index_select(2, at) for x in dk], [x.index_select(2, at) for x in dv]
+            dk.append(k); dv.append(v)
+            hidden = self._finish(residual, ttt_attention_rows(q, k0, v0, dk, dv, pos))
+            h_out = self.norm(hidden)
+            outs.append(h_out.new_zeros(B, T, h_out.shape[-1]).index_copy(1, pos, h_out))
+            prev = pos
         return outs
 
     # ---- inference: KV-cache decoding --------------------------------------------------------------------

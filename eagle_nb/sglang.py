@@ -542,6 +542,9 @@ def server_argv(python: Path|str, model_path: Path|str, port: int,
         # time (a second server) look like our weights, and 0.1 was refused ("leave no memory for the KV cache"): 0.4,
         # with the pool capped at 32K tokens (0.7 GB for SmolLM2)
         argv += ['--device', 'cpu', '--attention-backend', 'torch_native', '--mem-fraction-static', '0.4', '--max-total-tokens', '32768']
+        # an idle 0.5.23 scheduler polls without sleeping: one whole core per server (measured 101% of a core, 3% with
+        # the flag), so the aux server starves the final server, the client and everything else on a small CPU host
+        argv.append('--sleep-on-idle')
     if layer_ids is not None:
         if num_layers is None: raise EagleNbError('server_argv: layer_ids needs num_layers')
         L = int(num_layers)

@@ -176,3 +176,38 @@ def test_config_from_targets_and_errors():
     aux, ids = inputs(c, 1, 4)
     with pytest.raises(EagleNbError, match='want aux'):
         d.forward_ttt(aux[..., :10], ids)
+
+
+def _spans_keep(steps, T):
+    "A chat-like loss mask: two assistant spans, a lone token, nothing on the prompt turns."
+    m = torch.zeros(T, dtype=torch.bool); m[5:14] = True; m[22:31] = True; m[17] = True
+    return torch.stack([torch.cat([m[i:], m.new_zeros(i)]) for i in range(steps)])      # (steps, T)
+
+
+@pytest.mark.parametrize('arch', ['llama', 'qwen3'])
+def test_ttt_skipping_rows_equals_full_on_the_kept_rows(arch):
+    "Rows no loss needs at steps >= 1 are skipped: the kept rows' outputs and the parameter gradients are unchanged."
+    _, c, d = make(arch)
+    steps, T = 5, 40
+    aux, ids = inputs(c, 1, T)
+    keep = _spans_keep(steps, T)
+    full = d.forward_ttt(aux, ids, steps)
+    rows = d.forward_ttt(aux, ids, steps, keep=keep[:, None])
+    for i in range(steps):
+        assert (rows[i][0][keep[i]] - full[i][0][keep[i]]).abs().max() < 1e-5, i
+    # rows no later step needs are really skipped (zeros), so this path is not the full one in disguise
+    need = keep.flip(0).int().cumsum(0).gt(0).flip(0)
+    assert rows[2][0][~need[2]].abs().max() == 0 and full[2][0][~need[2]].abs().max() > 0
+    params = [p for n, p in d.named_parameters() if p.requires_grad and 'lm_head' not in n]
+    loss = lambda hs: sum((h[0][k] ** 2).sum() for h, k in zip(hs, keep))
+    g_full = torch.autograd.grad(loss(full), params)
+    g_rows = torch.autograd.grad(loss(rows), params)
+    for a, b in zip(g_full, g_rows):
+        assert (a - b).abs().max() <= 1e-4 * a.abs().max() + 1e-7
+    # a mask that keeps nearly every row runs the full path (the rows path costs more there); so does B > 1
+    dense = torch.ones(steps, 1, T, dtype=torch.bool)
+    assert all(torch.equal(a, b) for a, b in zip(d.forward_ttt(aux, ids, steps, keep=dense), full))
+    # nothing kept after step 1: later steps are zeros
+    early = torch.zeros(steps, T, dtype=torch.bool); early[:2, 3:9] = True
+    out = d.forward_ttt(aux, ids, steps, keep=early[:, None])
+    assert out[4].abs().max() == 0 and (out[1][0][3:9] - full[1][0][3:9]).abs().max() < 1e-5

@@ -136,3 +136,25 @@ def test_config_errors_say_what_to_change(tmp_path):
     with pytest.raises(EagleNbError, match='unknown TrainConfig fields'): config_from_args(['--config', str(y), '--store', 's', '--out', 'o'])
     with pytest.raises(EagleNbError, match='not a hidden-state store'):
         train(TrainConfig(store=str(tmp_path/'nope'), out=str(tmp_path/'o')))
+
+
+def test_skipping_rows_leaves_loss_and_gradients_unchanged():
+    "TTTObjective's row skipping (steps >= 1 compute only rows with loss there or later) is the same loss, less work."
+    steps = 4
+    st, dr, head, t2d, ids = _setup(steps)
+    sample = max((st.get(i) for i in st.sample_ids), key=lambda s: (1 - s['loss_mask'].float().mean()) * len(s['loss_mask']))
+    assert 0 < sample['loss_mask'].float().mean() < 0.8, 'the smoke store needs a sample with prompt rows'
+    b = prepare_batch([sample], steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
+    w = (torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)).float()
+    out, calls = {}, []
+    rows_path = dr._forward_ttt_rows
+    dr._forward_ttt_rows = lambda *a: calls.append(1) or rows_path(*a)
+    for skip in (False, True):
+        dr.zero_grad()
+        loss, ce, ok = TTTObjective(dr, steps, chunk=64, skip_rows=skip)(b, w)
+        loss.backward()
+        out[skip] = loss.item(), ce.detach(), {n: p.grad.clone() for n, p in dr.named_parameters() if p.grad is not None}
+    assert calls == [1], 'skip_rows=True must take the rows path on this sample, and only then'
+    assert abs(out[True][0] - out[False][0]) < 1e-5 and torch.allclose(out[True][1], out[False][1], atol=1e-5)
+    for n, g in out[False][2].items():
+        assert torch.allclose(out[True][2][n], g, atol=1e-6, rtol=1e-4), n
