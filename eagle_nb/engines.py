@@ -167,6 +167,18 @@ _LIVE: set = set()
 def _stop_all():
     for s in list(_LIVE): s.stop()
 
+def _on_sigterm(signum, frame):
+    "SIGTERM (a killed job, a CI timeout, pytest stopped) skips atexit: stop our servers, then die of SIGTERM as before."
+    _stop_all()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+def _stop_servers_on_sigterm():
+    "Install `_on_sigterm` where SIGTERM still has its default action (never over a handler someone else set)."
+    import threading
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
 class EngineServer:
     "An engine server process: started in its own process group, health-checked, logged, stopped by its PID."
     def __init__(self, argv: Sequence[str],               # the command; it must bind 127.0.0.1:port
@@ -180,6 +192,7 @@ class EngineServer:
         self.health_path, self.env, self.startup_timeout, self.name = health_path, env or {}, startup_timeout, name
         self.proc: subprocess.Popen|None = None
         self.started_s: float = float('nan')
+        _stop_servers_on_sigterm()        # here, not in start(): servers are often started from worker threads
 
     @property
     def url(self) -> str: return f'http://127.0.0.1:{self.port}'
