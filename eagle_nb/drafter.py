@@ -235,6 +235,35 @@ def _is_right_padded(mask: Tensor) -> bool:
     m = mask.bool()
     return bool((m[:, 1:] <= m[:, :-1]).all())
 
+def _with_sinks(q: Tensor, k0: Tensor, v0: Tensor, diag_k: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """The sink trick: step j's diagonal score q·k_j (fp32, split into a bf16 pair hi + lo) rides in 2 extra query
+    dims, read by sink key j; sink value j writes 1 into output dim d+j, so the softmax weight p_j comes out there.
+    Returns q with the extra dims (B, heads, R, d+e), and k0/v0 with the n sinks in front (B, kv_heads, n+T, d+e)."""
+    B, h, R, d = q.shape
+    kv_h, n = k0.shape[1], len(diag_k)
+    g, e = h // kv_h, -(-max(2 * n, 1) // 8) * 8               # extra head dims, a multiple of 8 (kernel alignment)
+    if n:  # diagonal scores in fp32, all steps in one einsum: s[..., j] = q · k_j at the same row, (B, heads, R, n)
+        s = torch.einsum('bkgtd,nbktd->bkgtn', q.float().view(B, kv_h, g, R, d), torch.stack(diag_k).float()).reshape(B, h, R, n)
+    else: s = q.new_zeros(B, h, R, 0, dtype=torch.float32)
+    hi = s.to(q.dtype); lo = (s - hi.float()).to(q.dtype)
+    q_extra = q.new_zeros(B, h, R, e)
+    q_extra[..., 0:2 * n:2], q_extra[..., 1:2 * n:2] = hi, lo   # sink j reads dims 2j and 2j+1
+    sink_k = k0.new_zeros(B, kv_h, n, d + e)
+    sink_v = v0.new_zeros(B, kv_h, n, d + e)
+    for j in range(n):
+        sink_k[:, :, j, d + 2 * j] = 1; sink_k[:, :, j, d + 2 * j + 1] = 1  # score = hi + lo = s_j (before scale)
+        sink_v[:, :, j, d + j] = 1                                          # output dim d+j = p_j
+    return (torch.cat([q, q_extra], dim=-1), torch.cat([sink_k, F.pad(k0, (0, e))], dim=2),
+            torch.cat([sink_v, F.pad(v0, (0, e))], dim=2))
+
+def _plus_diagonal(o: Tensor, diag_v: list[Tensor], d: int, kv_h: int) -> Tensor:
+    "SDPA output with sinks (B, heads, R, d+e) -> (B, heads, R, d): its first d dims + Σ_j p_j v_j, all steps in one einsum."
+    out, n = o[..., :d], len(diag_v)
+    if not n: return out
+    B, h, R, _ = o.shape
+    p = o[..., d:d + n].reshape(B, kv_h, h // kv_h, R, n)
+    return out + torch.einsum('bkgtn,nbktd->bkgtd', p, torch.stack(diag_v).to(p.dtype)).reshape(B, h, R, d)
+
 def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step i (rope at t+i)
                   k0: Tensor, v0: Tensor,    # (B, kv_heads, T, hd) step-0 keys/values
                   diag_k: list[Tensor], diag_v: list[Tensor],  # keys/values of steps 1..i, each (B, kv_heads, T, hd)
@@ -247,23 +276,9 @@ def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step
     scale = 1.0 / math.sqrt(d)
     if n == 0 and key_mask is None:
         return F.scaled_dot_product_attention(q, k0, v0, is_causal=True, scale=scale, enable_gqa=g > 1)
-    e = -(-max(2 * n, 1) // 8) * 8             # extra head dims, a multiple of 8 (kernel alignment)
     kv_h = k0.shape[1]
-    if n:  # diagonal scores in fp32, all steps in one einsum: s[..., j] = q · k_j at the same row, (B, heads, T, n)
-        s = torch.einsum('bkgtd,nbktd->bkgtn', q.float().view(B, kv_h, g, T, d), torch.stack(diag_k).float()).reshape(B, h, T, n)
-    else: s = q.new_zeros(B, h, T, 0, dtype=torch.float32)
-    hi = s.to(q.dtype); lo = (s - hi.float()).to(q.dtype)
-    q_extra = q.new_zeros(B, h, T, e)
-    q_extra[..., 0:2 * n:2], q_extra[..., 1:2 * n:2] = hi, lo   # sink j reads dims 2j and 2j+1
-    qx = torch.cat([q, q_extra], dim=-1)                          # (B, heads, T, d+e)
-    qx = torch.cat([qx.new_zeros(B, h, n, d + e), qx], dim=2)     # n dummy queries first: (B, heads, n+T, d+e)
-    sink_k = k0.new_zeros(B, kv_h, n, d + e)
-    sink_v = v0.new_zeros(B, kv_h, n, d + e)
-    for j in range(n):
-        sink_k[:, :, j, d + 2 * j] = 1; sink_k[:, :, j, d + 2 * j + 1] = 1  # score = hi + lo = s_j (before scale)
-        sink_v[:, :, j, d + j] = 1                                          # output dim d+j = p_j
-    kx = torch.cat([sink_k, F.pad(k0, (0, e))], dim=2)            # (B, kv_heads, n+T, d+e)
-    vx = torch.cat([sink_v, F.pad(v0, (0, e))], dim=2)
+    qx, kx, vx = _with_sinks(q, k0, v0, diag_k)                   # (B, heads, T, d+e); (B, kv_heads, n+T, d+e)
+    qx = torch.cat([qx.new_zeros(B, h, n, qx.shape[-1]), qx], dim=2)   # n dummy queries first: causal over the sinks too
     if key_mask is None:
         o = F.scaled_dot_product_attention(qx, kx, vx, is_causal=True, scale=scale, enable_gqa=g > 1)
     else:  # explicit (B, 1, n+T, n+T): causal, padding keys hidden, each row always sees itself and the sinks
@@ -272,12 +287,7 @@ def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step
         keys_ok = torch.cat([key_mask.new_ones(B, n), key_mask.bool()], dim=1)     # (B, S)
         mask = (causal[None] & keys_ok[:, None, :]) | torch.eye(S, dtype=torch.bool, device=q.device)[None]
         o = F.scaled_dot_product_attention(qx, kx, vx, attn_mask=mask[:, None], scale=scale, enable_gqa=g > 1)
-    o = o[:, :, n:]                                               # drop the dummy queries: (B, heads, T, d+e)
-    out = o[..., :d]
-    if n:  # + Σ_j p_j[t] v_j[t], all steps in one einsum
-        p = o[..., d:d + n].reshape(B, kv_h, g, T, n)
-        out = out + torch.einsum('bkgtn,nbktd->bkgtd', p, torch.stack(diag_v).to(p.dtype)).reshape(B, h, T, d)
-    return out
+    return _plus_diagonal(o[:, :, n:], diag_v, d, kv_h)           # the dummy queries dropped
 
 def ttt_attention_rows(q: Tensor,              # (1, heads, R, hd) queries of step i >= 1 at positions `pos` only
                        k0: Tensor, v0: Tensor, # (1, kv_heads, T, hd) step-0 keys/values of every position
@@ -288,23 +298,11 @@ def ttt_attention_rows(q: Tensor,              # (1, heads, R, hd) queries of st
     B, h, R, d = q.shape
     kv_h, T, n = k0.shape[1], k0.shape[2], len(diag_k)
     if B != 1 or n == 0: raise EagleNbError(f"ttt_attention_rows: one sequence and step >= 1 (got B={B}, {n} diagonal steps)")
-    g, e = h // kv_h, -(-2 * n // 8) * 8
-    s = torch.einsum('bkgtd,nbktd->bkgtn', q.float().view(B, kv_h, g, R, d), torch.stack(diag_k).float()).reshape(B, h, R, n)
-    hi = s.to(q.dtype); lo = (s - hi.float()).to(q.dtype)        # the same sink trick as `ttt_attention`
-    q_extra = q.new_zeros(B, h, R, e)
-    q_extra[..., 0:2 * n:2], q_extra[..., 1:2 * n:2] = hi, lo
-    sink_k = k0.new_zeros(B, kv_h, n, d + e); sink_v = v0.new_zeros(B, kv_h, n, d + e)
-    for j in range(n):
-        sink_k[:, :, j, d + 2 * j] = 1; sink_k[:, :, j, d + 2 * j + 1] = 1
-        sink_v[:, :, j, d + j] = 1
-    kx = torch.cat([sink_k, F.pad(k0, (0, e))], dim=2)            # (1, kv_heads, n+T, d+e)
-    vx = torch.cat([sink_v, F.pad(v0, (0, e))], dim=2)
+    qx, kx, vx = _with_sinks(q, k0, v0, diag_k)                   # the same sink trick as `ttt_attention`
     causal = torch.arange(T, device=q.device)[None, :] <= pos[:, None]                         # (R, T)
     mask = torch.cat([causal.new_ones(R, n), causal], dim=1)[None, None]                       # sinks always visible
-    o = F.scaled_dot_product_attention(torch.cat([q, q_extra], dim=-1), kx, vx, attn_mask=mask,
-                                       scale=1.0 / math.sqrt(d), enable_gqa=g > 1)
-    p = o[..., d:d + n].reshape(B, kv_h, g, R, n)
-    return o[..., :d] + torch.einsum('bkgtn,nbktd->bkgtd', p, torch.stack(diag_v).to(p.dtype)).reshape(B, h, R, d)
+    o = F.scaled_dot_product_attention(qx, kx, vx, attn_mask=mask, scale=1.0 / math.sqrt(d), enable_gqa=h // kv_h > 1)
+    return _plus_diagonal(o, diag_v, d, kv_h)
 
 # %% ../nbs/03a_drafter.ipynb #39a59284
 class Eagle3Drafter(nn.Module):
