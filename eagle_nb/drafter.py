@@ -432,10 +432,9 @@ class Eagle3Drafter(nn.Module):
                 outs += [outs[0].new_zeros(outs[0].shape)] * (steps - i)
                 break
             ids = F.pad(input_ids[:, i:], (0, min(i, T)), value=self.config.pad_token_id)[:, :T]
-            h_in = hidden.index_select(1, pos if prev is None else torch.searchsorted(prev, pos))
-            residual, q, k, v = self._qkv(h_in, ids.index_select(1, pos), cos_all[:, :, i + pos], sin_all[:, :, i + pos])
+            at = pos if prev is None else torch.searchsorted(prev, pos)   # this step's rows within the last step's
+            residual, q, k, v = self._qkv(hidden.index_select(1, at), ids.index_select(1, pos), cos_all[:, :, i + pos], sin_all[:, :, i + pos])
             if prev is not None:                                 # earlier steps' diagonal keys, at this step's rows
-                at = torch.searchsorted(prev, pos)
                 dk, dv = [x.index_select(2, at) for x in dk], [x.index_select(2, at) for x in dv]
             dk.append(k); dv.append(v)
             hidden = self._finish(residual, ttt_attention_rows(q, k0, v0, dk, dv, pos))
