@@ -42,6 +42,12 @@ def args():
     ap.add_argument('--skip-specforge', action='store_true', help='only the eagle_nb recipes')
     ap.add_argument('--specforge-lr', type=float, default=1e-4, help='SpecForge learning rate (its default 1e-4)')
     ap.add_argument('--threads', type=int, default=1, help='torch threads for every side')
+    ap.add_argument('--holdout', type=int, default=0, help='conversations held out by id at prepare (the sharegpt-heldout prompts of --serve)')
+    ap.add_argument('--serve', action='store_true', help='also serve every drafter with eagle_nb\'s decoder (chain, --num-steps) on held-out prompts')
+    ap.add_argument('--prompts', default=f'humaneval,sharegpt-heldout,{ROOT}/configs/prompts/stdlib.jsonl', help='--serve prompt sets')
+    ap.add_argument('--limit', type=int, default=8, help='--serve prompts per set')
+    ap.add_argument('--max-new-tokens', type=int, default=64, help='--serve tokens per prompt')
+    ap.add_argument('--num-steps', type=int, default=3, help='--serve chain length')
     ap.add_argument('--work', default='', help='work directory (default: _runs/bench-recipe)')
     ap.add_argument('--json', default='', help='also write the results here')
     ap.add_argument('--side', default='', help=argparse.SUPPRESS)   # internal: 'specforge' runs that side in this process
@@ -189,7 +195,9 @@ def main():
         sys.exit(f"--specforge {a.specforge!r}: not a SpecForge checkout (specforge/algorithms/eagle3/model.py missing); "
                  f"clone github.com/sgl-project/SpecForge and pass its root, or use --skip-specforge")
     work = Path(a.work) if a.work else ROOT/'_runs'/'bench-recipe'
-    tag = f"c{a.conversations}-L{a.max_len}-v{a.draft_vocab}"
+    tag = f"c{a.conversations}-L{a.max_len}-v{a.draft_vocab}" + (f"-h{a.holdout}" if a.holdout else '')
+    if a.serve and 'sharegpt-heldout' in a.prompts and not a.holdout:
+        sys.exit("--serve with sharegpt-heldout prompts needs --holdout N (conversations held out by id at prepare)")
     data, store = work/f'data-{tag}', work/f'store-{tag}'
     env = {**os.environ, 'EAGLE_NB_PROGRESS': '0', 'OMP_NUM_THREADS': str(a.threads), 'MKL_NUM_THREADS': str(a.threads)}
 
@@ -207,11 +215,13 @@ def main():
     nb = lambda *x: [str(BIN/'eagle-nb'), *map(str, x)]
     if not (data/'manifest.json').exists():
         run('prepare', nb('prepare', '--data', 'sharegpt', '--target', 'smollm2-135m', '--max-len', a.max_len, '--policy', 'split',
-                          '--limit', a.conversations, '--draft-vocab', a.draft_vocab, '--out', data))
+                          '--limit', a.conversations, '--draft-vocab', a.draft_vocab, '--out', data,
+                          *(['--holdout', a.holdout] if a.holdout else [])))
     if not json.loads((store/'manifest.json').read_text()).get('complete') if (store/'manifest.json').exists() else True:
         run('extract', nb('extract', '--data', data, '--target', 'smollm2-135m', '--out', store))
     train_ids, held_len = split_of(store, a.max_len, a.eval_fraction)
-    m = json.loads((store/'manifest.json').read_text())
+    from eagle_nb.store import HiddenStateStore
+    m = HiddenStateStore.open(store).manifest           # format v2: the samples come from its shard log
     n_tok = sum(min(int(s['length']), a.max_len) for s in m['samples'] if s['id'] in set(train_ids))
     print(f"store {store}: {len(train_ids)} training samples ({n_tok:,} tokens), {len(held_len)} held out; {a.epochs} epoch(s); {a.threads} thread(s)")
 
@@ -221,6 +231,22 @@ def main():
     from eagle_nb.train import load_target_heads
     tgt, embed, _ = load_target_heads(m['target']['name'])
     rows = []
+    def serve(row, drafter_dir):
+        "eagle_nb's in-process speculative decoder (checked lossless) on held-out prompts: tau, alpha_k, speed-up per set."
+        if not a.serve: return
+        from eagle_nb.eval import EvalConfig, run_eval
+        t0 = time.time()
+        res = run_eval(EvalConfig(drafter=str(drafter_dir), target=m['target']['name'], prompts=a.prompts, dataset=str(data),
+                                  limit=a.limit, max_new_tokens=a.max_new_tokens, num_steps=a.num_steps))
+        sets = {}
+        for s in list(res.rounds) + ['all']:
+            k = None if s == 'all' else s
+            mm, v = res.metrics(k), res.speed(k)
+            sets[Path(s).stem] = dict(tau=mm['accept_length'], alpha=mm['alpha'], speedup=v['speedup'],
+                                      lossless_up_to_ties=v['lossless_up_to_ties'])
+        row['served'] = dict(sets=sets, seconds=round(time.time() - t0, 1), prompts_per_set=a.limit,
+                             max_new_tokens=a.max_new_tokens, num_steps=a.num_steps)
+        print(f"   served [{row['side']}]: " + ', '.join(f"{k} tau {v['tau']:.3f}" for k, v in sets.items()), flush=True)
     def save():  # after every side, so a long run keeps what it measured
         if a.json: Path(a.json).write_text(json.dumps(dict(rows=rows, heldout=len(held_len), train_samples=len(train_ids),
                                                            train_tokens=n_tok, epochs=a.epochs, threads=a.threads), indent=1))
@@ -237,6 +263,7 @@ def main():
         ev = grade(store, held_len, load_drafter(out, embed_weight=embed), a.max_len)
         rows.append(dict(side=f'eagle_nb {name}', flags=flags, steps=len(tr), tokens=sum(r['tokens'] for r in tr), wall_s=wall, cpu_s=cpu,
                          step_s=sum(r['seconds'] for r in tr), curve=curve, **{k: ev[k] for k in ('acc', 'tau_sim', 'loss')}))
+        serve(rows[-1], out)
         save()
     if not a.skip_specforge:
         out = work/f'specforge-{tag}-e{a.epochs}-lr{a.specforge_lr:g}'
@@ -256,6 +283,12 @@ def main():
         ev = grade(store, held_len, d, a.max_len)
         rows.append(dict(side='specforge', flags=f'lr {a.specforge_lr:g} batch 1', steps=info['steps'], tokens=info['tokens'], wall_s=wall, cpu_s=cpu,
                          step_s=info['train_seconds'], **{k: ev[k] for k in ('acc', 'tau_sim', 'loss')}))
+        if a.serve:   # SpecForge's weights as an eagle_nb checkpoint, so one decoder serves both
+            from eagle_nb.drafter import save_drafter
+            from eagle_nb.train import store_lineage
+            save_drafter(d, out/'drafter', extra=dict(source='specforge', steps=info['steps']), lineage=store_lineage(store))
+            serve(rows[-1], out/'drafter')
+        save()
 
     ref = next((r for r in rows if r['side'] == 'specforge'), None)
     print(f"\nheld out: {len(held_len)} samples, graded by eagle_nb.train.evaluate (top-1 per TTT position, tau_sim = sum_k prod_i<=k acc_i)")
@@ -264,6 +297,16 @@ def main():
         ratio = f"{r['tau_sim'] / ref['tau_sim']:.2f}x" if ref and ref['tau_sim'] > 0 else ''
         print(f"{r['side'][:28]:28} {r['steps']:6d} {r['tokens'] / r['wall_s']:7.0f} {r['wall_s']:7.0f} {r['cpu_s']:6.0f}  "
               f"{' '.join(f'{x:.3f}' for x in r['acc']):44} {r['tau_sim']:7.3f} {ratio:>6}")
+    if a.serve:
+        sets = list(rows[0]['served']['sets'])
+        print(f"\nserved by eagle_nb's decoder (chain {a.num_steps}, {a.limit} prompts x {a.max_new_tokens} tokens per set): tau per set, alpha_1..k and speed-up on all")
+        print(f"{'side':28} " + ' '.join(f'{s[:16]:>16}' for s in sets) + f"  {'alpha (all)':24} {'speed-up':>8} {'vs SF':>6}")
+        ref_tau = ref['served']['sets']['all']['tau'] if ref else None
+        for r in rows:
+            sv = r['served']['sets']
+            ratio = f"{sv['all']['tau'] / ref_tau:.2f}x" if ref_tau else ''
+            print(f"{r['side'][:28]:28} " + ' '.join(f"{sv[s]['tau']:16.3f}" for s in sets) + '  ' +
+                  f"{' '.join('-' if x is None else f'{x:.3f}' for x in sv['all']['alpha']):24} {sv['all']['speedup']:7.2f}x {ratio:>6}")
     save()
 
 

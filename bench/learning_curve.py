@@ -29,6 +29,8 @@ ap.add_argument('--num-steps', type=int, default=3)
 ap.add_argument('--vllm', default='', help="'all', or comma-separated labels/budgets of the points to also serve in real vLLM")
 ap.add_argument('--out', default=str(ROOT/'_runs'/'curve'))
 ap.add_argument('--json', default='', help='write every point here as well')
+ap.add_argument('--no-default', action='store_true', help="train only the --variant recipes, not the default one")
+ap.add_argument('--merge', action='store_true', help='keep the points already in --json that this run does not measure (same store)')
 a = ap.parse_args()
 os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
 
@@ -54,7 +56,7 @@ def parse_variant(s):
         ch[k] = (v.lower() in ('1', 'true', 'yes')) if f is bool else f(v)
     return name, ch
 
-variants = [('default', {})] + [parse_variant(v) for v in a.variant]
+variants = ([] if a.no_default else [('default', {})]) + [parse_variant(v) for v in a.variant]
 budgets = [int(float(b)) for b in a.budgets.split(',') if b]
 want_vllm = set(filter(None, a.vllm.split(',')))
 ecfg = dict(target='smollm2-135m', prompts=a.prompts, dataset=a.data, limit=a.limit, max_new_tokens=a.max_new_tokens, num_steps=a.num_steps)
@@ -114,8 +116,17 @@ for spec in a.drafter:
     points.append(grade(label, d, p))
     print(json.dumps({'label': label, 'tokens': p['tokens'], 'tau': points[-1]['in_process']['all']['tau']}), flush=True)
 
+if a.merge and a.json and Path(a.json).exists():   # points measured before on the same store, not redone here
+    old = json.loads(Path(a.json).read_text())
+    if Path(old['store']).name != Path(a.store).name or old.get('epoch_tokens') != epoch_tokens:
+        sys.exit(f"--merge: {a.json} was measured on {old['store']} ({old.get('epoch_tokens')} tokens an epoch), "
+                 f"not on this store ({epoch_tokens}); write another --json")
+    here = {(p['label'], p['budget']) for p in points}
+    points = [p for p in old['points'] if (p['label'], p['budget']) not in here] + points
+    runs = old.get('runs') or [dict(store=old['store'], argv=old['argv'])]
+else: runs = []
 doc = dict(bench='learning_curve', store=a.store, data=a.data, mean_window=round(mean_len, 1), epoch_tokens=epoch_tokens,
-           eval=ecfg, argv=sys.argv[1:], points=points, cpu=os.cpu_count())
+           eval=ecfg, argv=sys.argv[1:], points=points, cpu=os.cpu_count(), runs=runs + [dict(store=a.store, argv=sys.argv[1:])])
 if a.json:
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(doc, indent=1))

@@ -16,11 +16,12 @@ from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha25
 from .conventions import to_canonical, from_canonical
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'DrafterConfig', 'RMSNorm', 'rope_inv_freq', 'apply_rope', 'DrafterAttention', 'DrafterMLP',
-           'DrafterLayer', 'FrozenEmbedding', 'DrafterCache', 'ttt_attention', 'ttt_attention_rows', 'Eagle3Drafter',
-           'vocab_map', 'check_vocab_map', 'draft_vocab_targets', 'count_parameters', 'ttt_by_decoding',
-           'max_ttt_error', 'save_drafter', 'load_drafter', 'sglang_aux_ids', 'canonical_from_sglang', 'export_sglang',
-           'export_speculators', 'export_drafter', 'export_main']
+__all__ = ['ROW_BUCKET', 'CHECKPOINT_FORMAT', 'DrafterConfig', 'pad_rows', 'bucketed_linear', 'Linear', 'RMSNorm',
+           'rope_inv_freq', 'apply_rope', 'DrafterAttention', 'DrafterMLP', 'DrafterLayer', 'FrozenEmbedding',
+           'DrafterCache', 'ttt_attention', 'ttt_attention_rows', 'Eagle3Drafter', 'vocab_map', 'check_vocab_map',
+           'draft_vocab_targets', 'count_parameters', 'ttt_by_decoding', 'max_ttt_error', 'save_drafter',
+           'load_drafter', 'sglang_aux_ids', 'canonical_from_sglang', 'export_sglang', 'export_speculators',
+           'export_drafter', 'export_main']
 
 # %% ../nbs/03a_drafter.ipynb #fbdc5db7
 _ROPE_TYPES = ('default', 'linear', 'llama3', 'yarn')
@@ -122,6 +123,27 @@ def _rope_from_hf(cfg) -> tuple[float, dict|None]:
     return theta, scaling
 
 # %% ../nbs/03a_drafter.ipynb #18cc818a
+ROW_BUCKET = 64   # training GEMMs on CPU see row counts rounded up to a multiple of this (see `Linear`)
+
+def pad_rows(n: int, device: torch.device) -> int:
+    "Rows to add to a GEMM of n rows so that n is a multiple of `ROW_BUCKET`: on CPU while autograd records, else 0."
+    return -n % ROW_BUCKET if device.type == 'cpu' and torch.is_grad_enabled() else 0
+
+def bucketed_linear(x: Tensor, weight: Tensor, bias: Tensor|None = None) -> Tensor:
+    """`F.linear(x, weight)`, its row count padded with zero rows to a multiple of `ROW_BUCKET` on CPU while training.
+    oneDNN builds (JITs) a kernel for every new GEMM shape: training windows of every length, and the rows each TTT step
+    keeps, make new shapes on nearly every step, and on an AMX CPU that cost 2.2x the GEMMs themselves (`08_experiments`).
+    The padded rows are zeros and are sliced off, so the real rows and the gradients are those of the unpadded GEMM."""
+    n = x.numel() // x.shape[-1] if x.numel() else 0
+    extra = pad_rows(n, x.device)
+    if not extra: return F.linear(x, weight, bias)
+    y = F.linear(F.pad(x.reshape(n, x.shape[-1]), (0, 0, 0, extra)), weight, bias)[:n]
+    return y.view(*x.shape[:-1], weight.shape[0])
+
+class Linear(nn.Linear):
+    "`nn.Linear` whose training GEMMs on CPU see bucketed row counts (`bucketed_linear`); same parameters and state dict."
+    def forward(self, x: Tensor) -> Tensor: return bucketed_linear(x, self.weight, self.bias)
+
 class RMSNorm(nn.Module):
     "Root-mean-square norm with a learned scale, computed in fp32."
     def __init__(self, dim: int, eps: float):
@@ -169,10 +191,10 @@ class DrafterAttention(nn.Module):
     def __init__(self, c: DrafterConfig):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        self.q_proj = nn.Linear(2 * c.hidden_size, self.heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(2 * c.hidden_size, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(2 * c.hidden_size, self.kv_heads * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.heads * self.head_dim, c.hidden_size, bias=False)
+        self.q_proj = Linear(2 * c.hidden_size, self.heads * self.head_dim, bias=False)
+        self.k_proj = Linear(2 * c.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = Linear(2 * c.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = Linear(self.heads * self.head_dim, c.hidden_size, bias=False)
 
     def qkv(self, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         "x (B,T,2H) -> q (B,heads,T,hd), k and v (B,kv_heads,T,hd); rope applied to q and k."
@@ -191,9 +213,9 @@ class DrafterMLP(nn.Module):
     "SwiGLU: down(silu(gate(x)) * up(x))."
     def __init__(self, c: DrafterConfig):
         super().__init__()
-        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.gate_proj = Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = Linear(c.intermediate_size, c.hidden_size, bias=False)
     def forward(self, x: Tensor) -> Tensor: return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 class DrafterLayer(nn.Module):
@@ -317,7 +339,7 @@ class Eagle3Drafter(nn.Module):
                                f"pass the embedding of the target the drafter was built for")
         # without the target's embedding: a zero placeholder of stride 0 (no V*H allocation; set_embedding replaces it)
         self.embed_tokens = FrozenEmbedding(embed_weight if embed_weight is not None else torch.zeros(1, H).expand(V, H))
-        self.fc = nn.Linear(c.num_aux * c.target_hidden_size, H, bias=False)
+        self.fc = Linear(c.num_aux * c.target_hidden_size, H, bias=False)
         self.midlayer = DrafterLayer(c)
         self.norm = RMSNorm(H, c.rms_norm_eps)
         self.lm_head = nn.Linear(H, dV, bias=False)

@@ -12,14 +12,14 @@ import torch
 from .core import EagleNbError, runs_dir
 from .data import dataset_lineage, open_dataset
 from .target import Target, load_target
-from .store import normalize_aux_dtype, encode_sample, decode_sample
+from .store import ManifestFacts, normalize_aux_dtype, encode_sample, decode_sample
 from .extract import ExtractConfig, WriteConfig, HFSource, plan_write, check_states
 
 # %% auto #0
 __all__ = ['OnlineStates', 'make_smoke_dataset']
 
 # %% ../nbs/03b_online.ipynb #c191fafe
-class OnlineStates:
+class OnlineStates(ManifestFacts):
     "A hidden-state store's read side (`manifest`, `get`, `layer_ids`, `dataset`) over a dataset and a target: `get` runs the extractor's forward for that sample."
     online = True
 
@@ -56,12 +56,6 @@ class OnlineStates:
     # ---------- facts, as HiddenStateStore has them ----------
     @property
     def sample_ids(self) -> list[str]: return list(self.plan.ids)
-    @property
-    def layer_ids(self) -> list[int]: return list(self.manifest['layer_ids'])
-    @property
-    def hidden_size(self) -> int: return int(self.manifest['hidden_size'])
-    @property
-    def num_tokens(self) -> int: return int(self.manifest['num_tokens'])
     @property
     def dataset(self) -> dict|None:
         "The dataset's lineage (`path`, `sha256`, `draft_vocab_sha256`, `samples`), as a store extracted from it records it."

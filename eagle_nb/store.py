@@ -14,8 +14,9 @@ from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha25
 
 # %% auto #0
 __all__ = ['FORMAT', 'VERSION', 'FP8_MAX', 'AUX_DTYPES', 'AUX_DTYPE_ALIASES', 'TOPK_DTYPES', 'normalize_aux_dtype',
-           'bytes_per_token', 'specforge_bytes_per_token', 'ShardReader', 'HiddenStateStore', 'encode_sample',
-           'decode_sample', 'VerifyReport', 'verify_store', 'verify_main', 'anon_rss_mb', 'merge_stores']
+           'bytes_per_token', 'specforge_bytes_per_token', 'ShardReader', 'ManifestFacts', 'HiddenStateStore',
+           'encode_sample', 'decode_sample', 'VerifyReport', 'verify_store', 'verify_main', 'anon_rss_mb',
+           'merge_stores']
 
 # %% ../nbs/01a_store.ipynb #7046fce6
 FORMAT, VERSION = 'eagle_nb.store', 2   # v2: small manifest + append-only shard log (v1 stores open and migrate)
@@ -122,7 +123,16 @@ def _target_dict(target) -> dict:
     from eagle_nb.target import TargetInfo   # lazy: the store reads and verifies without torch-side target code
     return TargetInfo.of(target).to_dict()
 
-class HiddenStateStore:
+class ManifestFacts:
+    "What a store and its online stand-in (`online.OnlineStates`) both read off their `manifest`."
+    @property
+    def layer_ids(self) -> list[int]: return list(self.manifest['layer_ids'])
+    @property
+    def hidden_size(self) -> int: return int(self.manifest['hidden_size'])
+    @property
+    def num_tokens(self) -> int: return int(self.manifest['num_tokens'])
+
+class HiddenStateStore(ManifestFacts):
     "A directory of safetensors shards + manifest.json holding per-token target states (DESIGN §4)."
     def __init__(self, path: Path, manifest: dict, writable: bool):
         self.path, self.manifest, self.writable = Path(path), manifest, writable
@@ -224,12 +234,6 @@ class HiddenStateStore:
     # ---------- facts ----------
     @property
     def sample_ids(self) -> list[str]: return [s['id'] for s in self.manifest['samples']]
-    @property
-    def layer_ids(self) -> list[int]: return list(self.manifest['layer_ids'])
-    @property
-    def hidden_size(self) -> int: return int(self.manifest['hidden_size'])
-    @property
-    def num_tokens(self) -> int: return int(self.manifest['num_tokens'])
     @property
     def dataset(self) -> dict|None:
         "The tokenized dataset this store was extracted from (`path`, `sha256`, `draft_vocab_sha256`), or None (in-memory data)."

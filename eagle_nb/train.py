@@ -16,7 +16,7 @@ from torch import nn, Tensor
 from .core import (EagleNbError, atomic_path, atomic_write, atomic_write_json, read_json, fsync_dir, pick_device,
                            fast_dtype, autocast, seed_everything, progress, runs_dir)
 from .store import HiddenStateStore
-from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map
+from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_BUCKET
 
 # %% auto #0
 __all__ = ['ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_cross_entropy', 'Batch', 'collate', 'teach',
@@ -65,6 +65,8 @@ class TargetHead:
                      ) -> tuple[Tensor, Tensor, Tensor]:
         "(probs (N, Vd) fp32, argmax (N,) draft ids, in_draft (N,) bool) of the target at these positions."
         x = final.to(self.draft.device, self.dtype)
+        N = x.shape[0]
+        if x.device.type == 'cpu' and N % ROW_BUCKET: x = F.pad(x, (0, 0, 0, -N % ROW_BUCKET))   # bucketed GEMM shapes
         with torch.autocast(x.device.type, enabled=False):
             logits = (x @ self.draft.T).float()                    # (N, Vd)
             best, argmax = logits.max(-1)
@@ -73,7 +75,7 @@ class TargetHead:
                 other = torch.maximum(other, (x @ self.rest[a:a + self.chunk].T).amax(-1).float())
             probs = logits.sub_(best[:, None]).exp_()              # softmax in place: (N, Vd)
             probs /= probs.sum(-1, keepdim=True)
-        return probs, argmax, best >= other
+        return probs[:N], argmax[:N], (best >= other)[:N]
 
 def topk_distribution(topk_ids: Tensor,       # (N, k) draft-vocab ids, best first
                       topk_logprobs: Tensor,  # (N, k) log-probs over the full target vocab
@@ -148,6 +150,12 @@ def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chun
     "Chunked soft cross entropy of `hidden @ weight.T` against `probs[target_rows]`; optionally its gradients."
     M, H = hidden.shape
     grad_kernel, stats_kernel = ce_kernels(compiled)
+    extra = -M % ROW_BUCKET if with_grad and hidden.device.type == 'cpu' else 0   # bucketed GEMM shapes (drafter.bucketed_linear)
+    if extra:   # zero rows of weight 0: no loss, zero gradients, sliced off below
+        hidden, target_rows, target_argmax, row_weight = (F.pad(t, (0, 0, 0, extra) if t.dim() == 2 else (0, extra))
+                                                          for t in (hidden, target_rows, target_argmax, row_weight))
+        chunk = max(ROW_BUCKET, chunk // ROW_BUCKET * ROW_BUCKET)
+        M = M + extra
     W = weight.to(dtype)                                                   # (Vd, H)
     ce = torch.empty(M, dtype=torch.float32, device=hidden.device)
     correct = torch.empty(M, dtype=torch.bool, device=hidden.device)
@@ -163,6 +171,10 @@ def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chun
             grad_w += (dz.T @ h).float()                                   # (Vd, H), fp32 accumulation over chunks
         else:
             ce[a:b], correct[a:b] = stats_kernel(z, probs, target_rows[a:b], target_argmax[a:b])
+    if extra:
+        M = M - extra
+        ce, correct, row_weight = ce[:M], correct[:M], row_weight[:M]
+        if grad_h is not None: grad_h = grad_h[:M]
     total = (ce * row_weight).sum()
     return total, ce, correct, grad_h, grad_w
 
