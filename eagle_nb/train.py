@@ -230,9 +230,12 @@ class Batch:
     tokens: int                    # real tokens
     padded: int                    # B x T
 
-def collate(samples: list[dict], max_len: int, dtype: torch.dtype, pin: bool = False) -> dict:
+def collate(samples: list[dict], max_len: int, dtype: torch.dtype, pin: bool = False,
+            multiple: int = 1,      # pad T up to a multiple of this (training on CPU: `ROW_BUCKET`, so shapes repeat)
+            ) -> dict:
     "Right-pad store samples (truncated to `max_len`) into (B, T) CPU tensors (pinned for a fast copy to a GPU)."
     T = min(max(len(s['input_ids']) for s in samples), max_len)
+    T = -(-T // multiple) * multiple      # right padding is exact: causal rows never see it, and it has no loss
     B, n, H = len(samples), *samples[0]['aux'].shape[1:]
     out = dict(input_ids=torch.zeros(B, T, dtype=torch.long), loss_mask=torch.zeros(B, T, dtype=torch.bool),
                attention_mask=torch.zeros(B, T, dtype=torch.bool), aux=torch.zeros(B, T, n * H, dtype=dtype))
@@ -823,7 +826,8 @@ def train(config: TrainConfig,
             epoch, k = divmod(step, per_epoch)
             if epoch not in plans: plans.clear(); plans[epoch] = plan_batches(train_len, c.batch_tokens, c.seed, epoch, max_samples=max_samples)
             global_ids = plans[epoch][k * c.micro_batches:(k + 1) * c.micro_batches]   # this step's global batch
-            mine = [collate([reader.get(i, dtype=data_dtype) for i in ids], c.max_len, data_dtype, pin=dev.type == 'cuda')
+            mine = [collate([reader.get(i, dtype=data_dtype) for i in ids], c.max_len, data_dtype, pin=dev.type == 'cuda',
+                            multiple=ROW_BUCKET if dev.type == 'cpu' else 1)  # oneDNN and flash attention build a kernel per new shape
                     for ids in global_ids[di.rank::di.world]]                      # this rank's share
             return epoch, global_ids, mine
         pool = ThreadPoolExecutor(1)

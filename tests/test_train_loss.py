@@ -158,3 +158,27 @@ def test_skipping_rows_leaves_loss_and_gradients_unchanged():
     assert abs(out[True][0] - out[False][0]) < 1e-5 and torch.allclose(out[True][1], out[False][1], atol=1e-5)
     for n, g in out[False][2].items():
         assert torch.allclose(out[True][2][n], g, atol=1e-6, rtol=1e-4), n
+
+
+def test_bucketed_shapes_leave_loss_and_gradients_unchanged():
+    "Training on CPU pads T (collate multiple=ROW_BUCKET) and GEMM rows to multiples of 64: the same loss, CE, gradients."
+    from eagle_nb.drafter import ROW_BUCKET
+    from eagle_nb.train import collate, teach
+    steps = 4
+    st, dr, head, t2d, ids = _setup(steps)
+    sample = next(s for s in (st.get(i) for i in st.sample_ids) if len(s['input_ids']) % ROW_BUCKET)
+    out = {}
+    for multiple in (1, ROW_BUCKET):
+        c = collate([sample], 4096, torch.float32, multiple=multiple)
+        assert c['input_ids'].shape[1] % multiple == 0 and c['attention_mask'].sum() == len(sample['input_ids'])
+        b = teach(c, steps, head, t2d, len(ids), torch.device('cpu'))
+        w = (torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)).float()
+        dr.zero_grad()
+        loss, ce, ok = TTTObjective(dr, steps, chunk=64)(b, w)
+        loss.backward()
+        out[multiple] = loss.item(), ce.detach(), ok, {n: p.grad.clone() for n, p in dr.named_parameters() if p.grad is not None}
+    assert out[ROW_BUCKET][0] != 0 and abs(out[ROW_BUCKET][0] - out[1][0]) < 1e-5
+    assert torch.allclose(out[ROW_BUCKET][1], out[1][1], atol=1e-5) and torch.equal(out[ROW_BUCKET][2], out[1][2])
+    assert out[1][3].keys() == out[ROW_BUCKET][3].keys()
+    for n, g in out[1][3].items():
+        assert torch.allclose(out[ROW_BUCKET][3][n], g, atol=1e-6, rtol=1e-4), n
