@@ -132,7 +132,7 @@ def pad_rows(n: int, device: torch.device) -> int:
 def bucketed_linear(x: Tensor, weight: Tensor, bias: Tensor|None = None) -> Tensor:
     """`F.linear(x, weight)`, its row count padded with zero rows to a multiple of `ROW_BUCKET` on CPU while training.
     oneDNN builds (JITs) a kernel for every new GEMM shape: training windows of every length, and the rows each TTT step
-    keeps, make new shapes on nearly every step, and on an AMX CPU that cost 2.2x the GEMMs themselves (`08_experiments`).
+    keeps, make new shapes on nearly every step, and on an AMX CPU that cost 2.2x the GEMMs themselves (`09_recipe`).
     The padded rows are zeros and are sliced off, so the real rows and the gradients are those of the unpadded GEMM."""
     n = x.numel() // x.shape[-1] if x.numel() else 0
     extra = pad_rows(n, x.device)
