@@ -238,12 +238,7 @@ def main():
         t0 = time.time()
         res = run_eval(EvalConfig(drafter=str(drafter_dir), target=m['target']['name'], prompts=a.prompts, dataset=str(data),
                                   limit=a.limit, max_new_tokens=a.max_new_tokens, num_steps=a.num_steps))
-        sets = {}
-        for s in list(res.rounds) + ['all']:
-            k = None if s == 'all' else s
-            mm, v = res.metrics(k), res.speed(k)
-            sets[Path(s).stem] = dict(tau=mm['accept_length'], alpha=mm['alpha'], speedup=v['speedup'],
-                                      lossless_up_to_ties=v['lossless_up_to_ties'])
+        sets = {Path(s).stem: v for s, v in res.per_set().items()}
         row['served'] = dict(sets=sets, seconds=round(time.time() - t0, 1), prompts_per_set=a.limit,
                              max_new_tokens=a.max_new_tokens, num_steps=a.num_steps)
         print(f"   served [{row['side']}]: " + ', '.join(f"{k} tau {v['tau']:.3f}" for k, v in sets.items()), flush=True)

@@ -67,11 +67,7 @@ def grade(label, ckpt: Path, point: dict) -> dict:
     if 'in_process' not in point:
         t0 = time.time()
         res = run_eval(EvalConfig(drafter=str(ckpt), **ecfg))
-        sets = {}
-        for s in list(res.rounds) + ['all']:
-            m, v = res.metrics(None if s == 'all' else s), res.speed(None if s == 'all' else s)
-            sets[s] = dict(tau=m['accept_length'], alpha=m['alpha'], speedup=v['speedup'], cpu_speedup=v['cpu_speedup'],
-                           lossless_up_to_ties=v['lossless_up_to_ties'], prompts=sum(1 for r in res.rows if s in ('all', r['set'])))
+        sets = res.per_set()
         be = break_even(res)
         point.update(in_process=sets, break_even=be.get('tau_break_even'), eval_s=round(time.time() - t0, 1))
         ev = ckpt/'eval.json'

@@ -125,9 +125,11 @@ def _rope_from_hf(cfg) -> tuple[float, dict|None]:
 # %% ../nbs/03a_drafter.ipynb #18cc818a
 ROW_BUCKET = 64   # training GEMMs on CPU see row counts rounded up to a multiple of this (see `Linear`)
 
-def pad_rows(n: int, device: torch.device) -> int:
-    "Rows to add to a GEMM of n rows so that n is a multiple of `ROW_BUCKET`: on CPU while autograd records, else 0."
-    return -n % ROW_BUCKET if device.type == 'cpu' and torch.is_grad_enabled() else 0
+def pad_rows(n: int, device: torch.device, training: bool|None = None) -> int:
+    """Rows to add to a GEMM of n rows so that n is a multiple of `ROW_BUCKET`: on CPU while training, else 0.
+    `training` None: while autograd records (code inside an `autograd.Function`, or a teacher under no_grad, says it)."""
+    if training is None: training = torch.is_grad_enabled()
+    return -n % ROW_BUCKET if device.type == 'cpu' and training else 0
 
 def bucketed_linear(x: Tensor, weight: Tensor, bias: Tensor|None = None) -> Tensor:
     """`F.linear(x, weight)`, its row count padded with zero rows to a multiple of `ROW_BUCKET` on CPU while training.

@@ -284,6 +284,15 @@ class EvalResult:
                     lossless=all(r['lossless'] for r in rows) if greedy else None,
                     lossless_up_to_ties=all(r['lossless'] or r['difference_at_tie'] for r in rows) if greedy else None)
 
+    def per_set(self) -> dict:
+        "The headline numbers per prompt set (and 'all') as plain dicts, for JSON reports: τ, α_k, speed-ups, lossless, prompts."
+        out = {}
+        for s in list(self.rounds) + ['all']:
+            m, v = self.metrics(None if s == 'all' else s), self.speed(None if s == 'all' else s)
+            out[s] = dict(tau=m['accept_length'], alpha=m['alpha'], speedup=v['speedup'], cpu_speedup=v['cpu_speedup'],
+                          lossless_up_to_ties=v['lossless_up_to_ties'], prompts=sum(1 for r in self.rows if s in ('all', r['set'])))
+        return out
+
     def summary(self):
         "One row per prompt set (and 'all'): τ, α_1..α_S, acceptance rate, tokens/s, speedup (wall, per CPU-s), lossless (exact, up to ties)."
         import pandas as pd

@@ -16,7 +16,7 @@ from torch import nn, Tensor
 from .core import (EagleNbError, atomic_path, atomic_write, atomic_write_json, read_json, fsync_dir, pick_device,
                            fast_dtype, autocast, seed_everything, progress, runs_dir)
 from .store import HiddenStateStore
-from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_BUCKET
+from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_BUCKET, pad_rows
 
 # %% auto #0
 __all__ = ['ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_cross_entropy', 'Batch', 'collate', 'teach',
@@ -66,7 +66,7 @@ class TargetHead:
         "(probs (N, Vd) fp32, argmax (N,) draft ids, in_draft (N,) bool) of the target at these positions."
         x = final.to(self.draft.device, self.dtype)
         N = x.shape[0]
-        if x.device.type == 'cpu' and N % ROW_BUCKET: x = F.pad(x, (0, 0, 0, -N % ROW_BUCKET))   # bucketed GEMM shapes
+        if extra := pad_rows(N, x.device, training=True): x = F.pad(x, (0, 0, 0, extra))   # bucketed GEMM shapes
         with torch.autocast(x.device.type, enabled=False):
             logits = (x @ self.draft.T).float()                    # (N, Vd)
             best, argmax = logits.max(-1)
@@ -150,7 +150,7 @@ def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chun
     "Chunked soft cross entropy of `hidden @ weight.T` against `probs[target_rows]`; optionally its gradients."
     M, H = hidden.shape
     grad_kernel, stats_kernel = ce_kernels(compiled)
-    extra = -M % ROW_BUCKET if with_grad and hidden.device.type == 'cpu' else 0   # bucketed GEMM shapes (drafter.bucketed_linear)
+    extra = pad_rows(M, hidden.device, training=with_grad)   # bucketed GEMM shapes, the rule of drafter.bucketed_linear
     if extra:   # zero rows of weight 0: no loss, zero gradients, sliced off below
         hidden, target_rows, target_argmax, row_weight = (F.pad(t, (0, 0, 0, extra) if t.dim() == 2 else (0, extra))
                                                           for t in (hidden, target_rows, target_argmax, row_weight))

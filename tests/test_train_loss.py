@@ -108,7 +108,10 @@ def test_topk_teacher_equals_final_teacher_when_k_covers_the_vocab(tmp_path):
     p1, a1, ok1 = TargetHead(head_w, ids, 'cpu', torch.float32).distribution(s['final'])
     p2, a2, ok2 = topk_distribution(s['topk_ids'], s['topk_logprobs'], s['target_argmax'], t2d, len(ids))
     assert torch.equal(ok1, ok2)
-    assert torch.equal(a1[ok1], a2[ok1])
+    diff = ok1 & (a1 != a2)    # argmax agrees but at near-ties (the extractor's GEMM order is not the head's; seen: 1 of 111 rows)
+    r_ = diff.nonzero()[:, 0]
+    assert diff.sum() <= max(1, ok1.sum() // 50), f'{diff.sum()} of {ok1.sum()} argmaxes differ'
+    assert all(abs(p1[i, a1[i]] - p1[i, a2[i]]) < 1e-4 for i in r_.tolist())   # and where they differ, the two tokens tie
     assert torch.allclose(p1, p2, atol=2e-3)           # fp16 log-probs in the store
     r = train(TrainConfig(store=path, out=str(tmp_path/'out'), steps=3, ttt_steps=2, batch_tokens=256, max_len=256,
                           eval_fraction=0.2, compile=False))
