@@ -127,7 +127,8 @@ ROW_BUCKET = 64   # training GEMMs on CPU see row counts rounded up to a multipl
 
 def pad_rows(n: int, device: torch.device, training: bool|None = None) -> int:
     """Rows to add to a GEMM of n rows so that n is a multiple of `ROW_BUCKET`: on CPU while training, else 0.
-    `training` None: while autograd records (code inside an `autograd.Function`, or a teacher under no_grad, says it)."""
+    `training` None means "while autograd records"; code that runs with autograd off while training (inside an
+    `autograd.Function`, a no_grad teacher) passes it."""
     if training is None: training = torch.is_grad_enabled()
     return -n % ROW_BUCKET if device.type == 'cpu' and training else 0
 

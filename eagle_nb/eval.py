@@ -284,22 +284,23 @@ class EvalResult:
                     lossless=all(r['lossless'] for r in rows) if greedy else None,
                     lossless_up_to_ties=all(r['lossless'] or r['difference_at_tie'] for r in rows) if greedy else None)
 
+    def _sets(self):
+        "(set, metrics, speed, prompts) for every prompt set, then 'all'."
+        for s in list(self.rounds) + ['all']:
+            k = None if s == 'all' else s
+            yield s, self.metrics(k), self.speed(k), sum(1 for r in self.rows if s in ('all', r['set']))
+
     def per_set(self) -> dict:
         "The headline numbers per prompt set (and 'all') as plain dicts, for JSON reports: τ, α_k, speed-ups, lossless, prompts."
-        out = {}
-        for s in list(self.rounds) + ['all']:
-            m, v = self.metrics(None if s == 'all' else s), self.speed(None if s == 'all' else s)
-            out[s] = dict(tau=m['accept_length'], alpha=m['alpha'], speedup=v['speedup'], cpu_speedup=v['cpu_speedup'],
-                          lossless_up_to_ties=v['lossless_up_to_ties'], prompts=sum(1 for r in self.rows if s in ('all', r['set'])))
-        return out
+        return {s: dict(tau=m['accept_length'], alpha=m['alpha'], speedup=v['speedup'], cpu_speedup=v['cpu_speedup'],
+                        lossless_up_to_ties=v['lossless_up_to_ties'], prompts=n) for s, m, v, n in self._sets()}
 
     def summary(self):
         "One row per prompt set (and 'all'): τ, α_1..α_S, acceptance rate, tokens/s, speedup (wall, per CPU-s), lossless (exact, up to ties)."
         import pandas as pd
         out = []
-        for s in list(self.rounds) + ['all']:
-            m, v = self.metrics(None if s == 'all' else s), self.speed(None if s == 'all' else s)
-            row = dict(set=s, prompts=sum(1 for r in self.rows if s in ('all', r['set'])), tau=m['accept_length'])
+        for s, m, v, n in self._sets():
+            row = dict(set=s, prompts=n, tau=m['accept_length'])
             row.update({f'alpha_{k + 1}': a for k, a in enumerate(m['alpha'])})
             row.update(accept_rate=m['draft_acceptance_rate'], sglang_accept_length=m['sglang_spec_accept_length'],
                        plain_tok_s=v['plain_tokens_per_s'], spec_tok_s=v['spec_tokens_per_s'], speedup=v['speedup'],
