@@ -115,7 +115,7 @@ def machine() -> dict:
     except OSError: pass
     return dict(device=model, flags=flags, dtype=str(fast_dtype('cpu')).removeprefix('torch.'))
 
-source = 'online' if a.online else 'store'
+source, MACHINE = ('online' if a.online else 'store'), machine()
 points = []
 for name, ch in variants:
     for b in budgets:
@@ -128,7 +128,7 @@ for name, ch in variants:
             train_s = round(r.seconds, 1)
         else: train_s = json.loads((d/'curve_point.json').read_text()).get('train_s')
         p = dict(label=f'{name}', variant=ch, budget=b, steps=steps, tokens=tokens_trained(d), train_s=train_s, source=source,
-                 machine=machine())
+                 machine=MACHINE)
         points.append(grade(name, d, p))
         print(json.dumps({k: points[-1].get(k) for k in ('label', 'budget', 'tokens', 'train_s')} |
                          {'tau': points[-1]['in_process']['all']['tau'], 'vllm': (points[-1].get('vllm') or {}).get('acceptance')}), flush=True)
@@ -151,7 +151,7 @@ if a.merge and a.json and Path(a.json).exists():   # points measured before on t
 else: runs, store_was = [], a.store or None
 doc = dict(bench='learning_curve', store=store_was, data=a.data, mean_window=round(mean_len, 1), epoch_tokens=epoch_tokens,
            eval=ecfg, argv=sys.argv[1:], points=points, cpu=os.cpu_count(),
-           runs=runs + [dict(store=a.store or None, online=a.online, data=a.data, argv=sys.argv[1:], machine=machine())])
+           runs=runs + [dict(store=a.store or None, online=a.online, data=a.data, argv=sys.argv[1:], machine=MACHINE)])
 if a.json:
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(doc, indent=1))

@@ -109,11 +109,6 @@ def _call(url: str, path: str, body: dict|None = None, timeout: float = 600.0) -
         raise                                             # an HTTP error answer: an EagleNbError naming the status and body
     return json.loads(data) if data[:1] in (b'{', b'[') else data.decode()
 
-def _alive(url: str, timeout: float = 10.0) -> bool:
-    "True when the server's /health answers 2xx."
-    try: _call(url, '/health', timeout=timeout); return True
-    except (ServerDown, EagleNbError): return False
-
 def served_model(url: str, timeout: float = 30.0) -> dict:
     "The model a vLLM server serves (`/v1/models`): id, root, max_model_len."
     d = _call(url, '/v1/models', timeout=timeout)['data'][0]
@@ -290,7 +285,8 @@ class VllmSource:
             # The connector writes after it answers and releases the file's lock when done, or when its process dies: a server
             # killed between its answer and its write leaves no file. That is the server going down (retry elsewhere), not a
             # bad sample; a live server whose file is not here is a directory this process cannot see.
-            if not _alive(url): raise ServerDown(f"{url} went down before writing {Path(path).name}") from None
+            from eagle_nb.engines import http_ok
+            if not http_ok(f'{url}/health', timeout=10): raise ServerDown(f"{url} went down before writing {Path(path).name}") from None
             return ('no_file', f"{path}: not readable here (a --url server's connector directory must be shared)")
         bad = validate_vllm_file(tids, hs, input_ids, len(self.server_layer_ids), self.hidden_size)
         if bad: return bad

@@ -29,20 +29,24 @@ def _fake_call(tmp_path, dead_after_answer: set, alive: set):
     "Completions name a file per request: a written one for a healthy server, a lock and no file for one that died writing."
     n = [0]
     def call(url, path, body=None, timeout=600.0):
-        if path == '/health':
-            if url in alive: return ''
-            raise V.ServerDown(f'{url}: connection refused')
         n[0] += 1
         f = tmp_path/f'req{n[0]}.safetensors'
         if url in dead_after_answer: (tmp_path/f'{f.name}.lock').write_text('')     # lock released by the kernel, file never written
         else: save_file({'token_ids': torch.tensor(IDS), 'hidden_states': torch.randn(len(IDS), N, H).bfloat16()}, str(f))
         return {'kv_transfer_params': {'hidden_states_path': str(f)}}
-    return call
+    def health(url, timeout=2.0): return url.removesuffix('/health') in alive        # engines.http_ok, GET /health
+    return call, health
+
+
+def _patch(monkeypatch, fakes):
+    import eagle_nb.engines as E
+    call, health = fakes
+    monkeypatch.setattr(V, '_call', call); monkeypatch.setattr(E, 'http_ok', health)
 
 
 def test_a_server_dead_before_writing_is_failed_over(tmp_path, monkeypatch):
     a, b = 'http://127.0.0.1:1', 'http://127.0.0.1:2'
-    monkeypatch.setattr(V, '_call', _fake_call(tmp_path, dead_after_answer={a}, alive={b}))
+    _patch(monkeypatch, _fake_call(tmp_path, dead_after_answer={a}, alive={b}))
     src = _source([a, b])
     got = src.fetch(SimpleNamespace(sample_id='s0', input_ids=IDS))     # a is picked first (both idle, a listed first)
     assert got.failure is None and got.input_ids.tolist() == IDS and tuple(got.aux.shape) == (len(IDS), N - 1, H)
@@ -52,7 +56,7 @@ def test_a_server_dead_before_writing_is_failed_over(tmp_path, monkeypatch):
 
 def test_the_last_server_dead_before_writing_asks_for_a_rerun(tmp_path, monkeypatch):
     a = 'http://127.0.0.1:1'
-    monkeypatch.setattr(V, '_call', _fake_call(tmp_path, dead_after_answer={a}, alive=set()))
+    _patch(monkeypatch, _fake_call(tmp_path, dead_after_answer={a}, alive=set()))
     with pytest.raises(V.EagleNbError, match='unreachable.*rerun'):
         _source([a]).fetch(SimpleNamespace(sample_id='s0', input_ids=IDS))
 
@@ -60,7 +64,7 @@ def test_the_last_server_dead_before_writing_asks_for_a_rerun(tmp_path, monkeypa
 def test_a_live_server_whose_file_is_not_here_is_a_failed_sample(tmp_path, monkeypatch):
     "A --url server on another machine writes where this process cannot read: that is not a server going down."
     a = 'http://127.0.0.1:1'
-    monkeypatch.setattr(V, '_call', _fake_call(tmp_path, dead_after_answer={a}, alive={a}))
+    _patch(monkeypatch, _fake_call(tmp_path, dead_after_answer={a}, alive={a}))
     src = _source([a])
     got = src.fetch(SimpleNamespace(sample_id='s0', input_ids=IDS))
     assert got.failure[0] == 'no_file' and 'must be shared' in got.failure[1]
