@@ -412,7 +412,7 @@ class TrainConfig:
     loss_decay: float = 0.8         # the loss of TTT step i is weighted decay**i
     steps: int = 0                  # optimizer steps (0: `epochs` passes over the training split)
     epochs: int = 1                 # passes over the training split when steps is 0
-    lr: float = 5e-4                # peak learning rate (one sample per step: 5e-4 beat SpecForge's 1e-4 1.56x on SmolLM2, 09_recipe)
+    lr: float = 1e-3                # peak learning rate (one window per step; 1e-3 with the target's lm_head learns most per token, 10_payoff)
     warmup: float = 0.015           # linear warmup, as a fraction of the steps
     min_lr_ratio: float = 0.0       # cosine decays to this fraction of lr
     weight_decay: float = 0.0       # AdamW weight decay
@@ -435,7 +435,7 @@ class TrainConfig:
     resume: bool = True             # continue from the latest checkpoint in `out` when there is one
     chunk_rows: int = 0             # lm_head rows per loss chunk (0: auto, about 512 MB of logits and gradients)
     compile: bool = True            # torch.compile the fused softmax/CE/gradient kernel (about 2x on CPU; the first compile takes a minute)
-    init_lm_head: str = 'random'    # 'random' (normal 0.02) or 'target': start from the target's lm_head rows of the draft vocab
+    init_lm_head: str = 'target'    # 'target': start from the target's lm_head rows of the draft vocab (10_payoff), or 'random' (normal 0.02)
     device: str = ''                # empty: CUDA when present, else CPU
 
     def __post_init__(self):
