@@ -185,3 +185,25 @@ def test_bucketed_shapes_leave_loss_and_gradients_unchanged():
     assert out[1][3].keys() == out[ROW_BUCKET][3].keys()
     for n, g in out[1][3].items():
         assert torch.allclose(out[ROW_BUCKET][3][n], g, atol=1e-6, rtol=1e-4), n
+
+def test_known_membership_skips_the_non_draft_head_and_leaves_training_bit_identical(tmp_path, monkeypatch):
+    "From the 2nd epoch on the teacher reuses each sample's 'argmax is a draft token' bits: the same weights, less work."
+    store = smoke_store()
+    cfg = lambda out: TrainConfig(store=store, out=str(tmp_path/out), epochs=2, ttt_steps=2, batch_tokens=256, max_len=256,
+                                  eval_fraction=0.1, draft_vocab_size=60, compile=False, lr=1e-2)   # 60 of 256 tokens: many argmaxes outside
+    calls = {'full': 0, 'known': 0}
+    real = TargetHead.distribution
+    def counted(self, final, in_draft=None):
+        calls['known' if in_draft is not None else 'full'] += 1
+        return real(self, final, in_draft)
+    monkeypatch.setattr(TargetHead, 'distribution', counted)
+    r = train(cfg('cached'))
+    per_epoch = r.steps // 2
+    assert calls['known'] == per_epoch and calls['full'] < 2 * per_epoch, calls   # epoch 2 from the bits; epoch 1 and the held out: full
+    monkeypatch.setattr(TargetHead, 'distribution', lambda self, final, in_draft=None: real(self, final))   # always the full head
+    train(cfg('full'))
+    from train_helpers import load_weights, metrics
+    a, b = load_weights(tmp_path/'cached'), load_weights(tmp_path/'full')
+    for k in a: assert torch.equal(a[k], b[k]), k
+    losses = lambda out: [x['loss'] for x in metrics(tmp_path/out) if x['kind'] == 'train']
+    assert losses('cached') == losses('full')
