@@ -5,7 +5,7 @@
 2. papermill conventions: each runnable notebook has exactly one `parameters` cell, literals only, whose names,
    types and help are the settings of the config it builds (NOTEBOOK_SETTINGS), and the profiles name only those;
 3. `nbdev_test` on every notebook (cells flagged `slow` run too unless --fast; `cuda` only with a GPU);
-4. pytest on tests/.
+4. pytest on tests/: the real-engine files in a process of their own, beside the notebooks and the other files.
 """
 import argparse, ast, hashlib, json, os, subprocess, sys, time, xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -151,10 +151,31 @@ def run_nb(args):
     if r.returncode: print(r.stdout[-6000:], r.stderr[-6000:], sep='\n', flush=True)
     return str(path), r.returncode == 0, time.time() - t0
 
+REAL_ENGINE_FILES = {'test_vllm_extract', 'test_vllm_eval', 'test_sglang_real', 'test_sglang_real_cli', 'test_sglang_real_export',
+                     'test_sglang_real_faults', 'test_sglang_real_vs_vllm', 'test_engine_server_signals'}
+
+def run_pytest(tag: str, files: list[str], a, stream: bool = False) -> tuple[int, tuple[int, int, int], str]:
+    "(exit code, (passed, failed, skipped), its output unless streamed) of one pytest process over `files`."
+    xml = ROOT/'.pytest_cache'/f'junit-{tag}.xml'
+    xml.parent.mkdir(exist_ok=True); xml.unlink(missing_ok=True)
+    cmd = [sys.executable, '-m', 'pytest', '-q', *files, f'--junitxml={xml}', '-p', 'no:cacheprovider', '--durations=15']
+    if a.fast: cmd += ['-m', 'not slow']
+    if a.only: cmd += ['-k', a.only]
+    if stream: r = subprocess.run(cmd, cwd=ROOT); out = ''
+    else: r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True); out = r.stdout + r.stderr
+    n_pass = n_fail = n_skip = 0
+    if xml.exists():
+        for s in ET.parse(xml).getroot().iter('testsuite'):
+            tests, fails, errs, skips = (int(s.get(k, 0)) for k in ('tests', 'failures', 'errors', 'skipped'))
+            n_fail += fails + errs; n_skip += skips; n_pass += tests - fails - errs - skips
+    if r.returncode not in (0, 5) and n_fail == 0: n_fail = 1  # pytest itself broke
+    return r.returncode, (n_pass, n_fail, n_skip), out
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--fast', action='store_true', help='skip `slow` notebook cells and pytest marked slow')
     ap.add_argument('--only', default='', help='only notebooks/tests whose name contains this')
+    ap.add_argument('--serial', action='store_true', help='one pytest process after the notebooks (no real-engine process beside them)')
     a = ap.parse_args()
     t0 = time.time()
     os.environ['EAGLE_NB_PROGRESS'] = '0'
@@ -170,6 +191,15 @@ def main():
         record('notebook parameters are their config\'s settings', not sp, '; '.join(sp))
         if missing: print(f"note: runnable notebooks not written yet: {', '.join(missing)}")
 
+    # The real-engine test files (vLLM / SGLang servers on 127.0.0.1) run in a pytest process of their own, started now, beside
+    # the notebooks and then the other test files: alone, the suite kept 0.9 of this 2-core machine busy (40 min wall on an
+    # AVX2 EPYC), mostly waiting on one server start-up at a time. Engines never run two at once.
+    engine_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem in REAL_ENGINE_FILES)
+    rest_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
+    runs = []   # (name, Future or result) of pytest processes
+    pool = ThreadPoolExecutor(max_workers=1)
+    if not a.serial: runs.append(('real engines', pool.submit(run_pytest, 'engines', engine_files, a)))
+
     import torch
     flags = [] if a.fast else ['slow']
     if torch.cuda.is_available(): flags.append('cuda')
@@ -178,18 +208,13 @@ def main():
         for path, ok, dt in ex.map(run_nb, [(p, flags) for p in nbs]):
             record(f'nbdev_test {Path(path).name} ({dt:.0f}s)', ok)
 
-    xml = ROOT/'.pytest_cache'/'junit.xml'
-    xml.parent.mkdir(exist_ok=True)
-    cmd = [sys.executable, '-m', 'pytest', '-q', 'tests', f'--junitxml={xml}', '-p', 'no:cacheprovider', '--durations=15']
-    if a.fast: cmd += ['-m', 'not slow']
-    if a.only: cmd += ['-k', a.only]
-    r = subprocess.run(cmd, cwd=ROOT)
+    runs.append(('other tests', run_pytest('rest', rest_files if not a.serial else ['tests'], a, stream=True)))
     n_pass = n_fail = n_skip = 0
-    if xml.exists():
-        for s in ET.parse(xml).getroot().iter('testsuite'):
-            tests, fails, errs, skips = (int(s.get(k, 0)) for k in ('tests', 'failures', 'errors', 'skipped'))
-            n_fail += fails + errs; n_skip += skips; n_pass += tests - fails - errs - skips
-    if r.returncode not in (0, 5) and n_fail == 0: n_fail = 1  # pytest itself broke
+    for name, run in runs:
+        rc, counts, log = run.result() if hasattr(run, 'result') else run
+        if log: print(f"\n==== pytest: {name} ====\n{log}", flush=True)
+        n_pass += counts[0]; n_fail += counts[1]; n_skip += counts[2]
+    pool.shutdown()
     passed = sum(ok for _, ok, _ in results) + n_pass
     failed = sum(not ok for _, ok, _ in results) + n_fail
     print(f"\nfailed checks: {', '.join(n for n, ok, _ in results if not ok)}" if any(not ok for _, ok, _ in results) else '')
