@@ -22,12 +22,17 @@ back to back; the ratio is SpecForge's total time over eagle_nb's on the same ro
 over the dataset's full windows): SpecForge computes every row whatever the mask, eagle_nb only rows with loss (the
 lm_head, and at TTT steps >= 1 the layer too; `--ablate-skip` times it without the latter as well).
 
-    python bench/bench_train.py [--steps 4] [--seq 1024] [--threads N] [--specforge PATH] [--mask-from DIR] [--no-limit]
+`--epoch2` also times each round's window as a second-epoch step: the teacher's draft-membership bits of that sample
+known (`train.teach(known=)`), so the non-draft part of the target's lm_head is skipped.
+
+    python bench/bench_train.py [--steps 4] [--seq 1024] [--threads N] [--specforge PATH] [--mask-from DIR] [--no-limit] [--epoch2]
 
 Measured (AMD EPYC, AVX-512 BF16, no AMX, 2 threads; bench/results/bench_train_vs_specforge.json): every row trained,
 214 against SpecForge's 128 tokens/s (1.67x; the GEMM limit 304, SpecForge 123-166 across runs); 12 real ShareGPT
 windows (eagle-nb prepare --data sharegpt --max-len 1024 --policy split --limit 1500; loss-mask share 0.41) 377 against
-122 tokens/s (3.08x), of which skipping rows at steps >= 1 gives 1.11x (338 without).
+122 tokens/s (3.08x), of which skipping rows at steps >= 1 gives 1.11x (338 without). AMD EPYC with AVX2 only (fp32),
+`--steps 8 --seq 512 --draft-vocab 8192 --no-limit --epoch2` on 8 real windows: second-epoch steps 251 against 229
+tokens/s, 1.10x (bench/results/bench_train_epoch2-avx2.json).
 """
 import argparse, json, math, os, statistics, sys, time
 from pathlib import Path
