@@ -196,9 +196,8 @@ def main():
     # AVX2 EPYC), mostly waiting on one server start-up at a time. Engines never run two at once.
     engine_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem in REAL_ENGINE_FILES)
     rest_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
-    runs = []   # (name, Future or result) of pytest processes
     pool = ThreadPoolExecutor(max_workers=1)
-    if not a.serial: runs.append(('real engines', pool.submit(run_pytest, 'engines', engine_files, a)))
+    engines = None if a.serial else pool.submit(run_pytest, 'engines', engine_files, a)
 
     import torch
     flags = [] if a.fast else ['slow']
@@ -208,13 +207,12 @@ def main():
         for path, ok, dt in ex.map(run_nb, [(p, flags) for p in nbs]):
             record(f'nbdev_test {Path(path).name} ({dt:.0f}s)', ok)
 
-    runs.append(('other tests', run_pytest('rest', rest_files if not a.serial else ['tests'], a, stream=True)))
-    n_pass = n_fail = n_skip = 0
-    for name, run in runs:
-        rc, counts, log = run.result() if hasattr(run, 'result') else run
-        if log: print(f"\n==== pytest: {name} ====\n{log}", flush=True)
-        n_pass += counts[0]; n_fail += counts[1]; n_skip += counts[2]
+    runs = [run_pytest('rest', rest_files if engines else ['tests'], a, stream=True)]
+    if engines:
+        runs.append(engines.result())
+        print(f"\n==== pytest: real engines ====\n{runs[-1][2]}", flush=True)
     pool.shutdown()
+    n_pass, n_fail, n_skip = (sum(counts[k] for _, counts, _ in runs) for k in range(3))
     passed = sum(ok for _, ok, _ in results) + n_pass
     failed = sum(not ok for _, ok, _ in results) + n_fail
     print(f"\nfailed checks: {', '.join(n for n, ok, _ in results if not ok)}" if any(not ok for _, ok, _ in results) else '')
