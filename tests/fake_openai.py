@@ -43,13 +43,14 @@ def hf_answerer(target):
 
 class FakeOpenAI:
     "An OpenAI-compatible chat server on 127.0.0.1 with scripted faults; a context manager."
-    def __init__(self, answer=echo_answer, model='fake-model', faults=(), delay=0.0, hang=5.0, port=0):
+    def __init__(self, answer=echo_answer, model='fake-model', faults=(), delay=0.0, hang=60.0, port=0):
         bad = [f for f in faults if f is not None and f not in FAULTS]
         if bad: raise ValueError(f'unknown faults {bad}; known: {FAULTS}')
         self.answer, self.model, self.delay, self.hang, self.port = answer, model, delay, hang, port
         self.faults, self.counts, self.bodies = list(faults), Counter(), []
         self.in_flight = self.max_in_flight = 0  # chat requests being answered now / at most at once
         self._lock = threading.Lock()
+        self._stopping = threading.Event()       # set by stop(): a handler hung in a 'timeout' fault returns at once
         self.httpd = None
 
     def next_fault(self):
@@ -68,6 +69,7 @@ class FakeOpenAI:
         return self
 
     def stop(self):
+        self._stopping.set()
         if self.httpd: self.httpd.shutdown(); self.httpd.server_close(); self.httpd = None
 
     def __enter__(self): return self.start()
@@ -117,7 +119,8 @@ def _handler(srv: FakeOpenAI):
                 try: self.connection.shutdown(socket.SHUT_RDWR)
                 except OSError: pass
                 return
-            if fault == 'timeout': time.sleep(srv.hang)  # the client gave up long ago; the answer below goes nowhere
+            if fault == 'timeout':  # hang until stop() (or `hang` s): the client gave up long ago; the answer below goes nowhere
+                srv._stopping.wait(srv.hang)
             if srv.delay: time.sleep(srv.delay)
             text, finish, ntok = srv.answer(body['messages'], body.get('max_tokens') or body.get('max_completion_tokens') or 16,
                                             body.get('temperature', 1.0), body.get('top_p', 1.0), body.get('seed'))

@@ -17,7 +17,7 @@ Emulated server behaviour: the radix cache (a prefix seen before is not recomput
 `cached_tokens > 0`), chunked prefill (only the last chunk's rows come back).
 
 Faults (by request number on this server, or at random with a seed), each one a kind:
-  '5xx' HTTP 503 | 'timeout' sleep `hang_s` before answering | 'drop' close without answering | 'reset' RST the
+  '5xx' HTTP 503 | 'timeout' hang (up to `hang_s`, ended by stop()) before answering | 'drop' close without answering | 'reset' RST the
   connection | 'truncate' send half the body under the full Content-Length | 'nan' one row of NaN (sent as null) |
   'width' every row one value short | 'ragged' one row one value short | 'cached' radix-cache answer (1 row,
   cached_tokens = T-1) | 'chunked' only the last few rows, cached_tokens 0 | 'badjson' a body that is not JSON.
@@ -59,7 +59,7 @@ class FakeSGLang:
                  fault_rate: float = 0.0,     # probability of a random fault per /generate request
                  fault_kinds=FAULTS,          # kinds drawn when fault_rate > 0
                  seed: int = 0,
-                 hang_s: float = 2.0,         # how long a 'timeout' fault sleeps
+                 hang_s: float = 60.0,        # how long a 'timeout' fault hangs at most (stop() ends it sooner)
                  new_api: bool = True,        # serve /server_info too (newer builds)
                  old_api: bool = True,        # serve /get_server_info (older builds; deprecated later)
                  version: str = '0.5.4',
@@ -77,6 +77,8 @@ class FakeSGLang:
         self.lock = threading.Lock()          # counters, rng, radix cache
         self.forward_lock = threading.Lock()  # one forward at a time on the shared model
         self.requests = 0                     # /generate requests received
+        self.in_flight = self.max_in_flight = 0  # /generate requests being answered now / at most at once
+        self._stopping = threading.Event()    # set by stop(): a hung 'timeout' handler returns at once
         self.injected = Counter()             # fault kind -> times injected
         self.served = Counter()               # tuple(input_ids) -> good answers sent
         self.radix: list[tuple] = []          # prompts seen (the radix cache)
@@ -95,7 +97,8 @@ class FakeSGLang:
     def url(self) -> str: return f"http://127.0.0.1:{self.server_args['port']}"   # still known after stop()
 
     def stop(self):
-        "Stop serving, close open keep-alive connections, and wait for handler threads (a hung one: up to hang_s)."
+        "Stop serving, end hung 'timeout' handlers, close open keep-alive connections, and wait for handler threads."
+        self._stopping.set()
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.close_connections()
@@ -222,9 +225,16 @@ class _Handler(BaseHTTPRequestHandler):
         V = f.target.vocab_size
         if max(ids) >= V or min(ids) < 0: return self._error(400, f'The input_ids {max(ids)} exceeds the vocab size {V}')
         fault = f.next_fault()
+        with f.lock: f.in_flight += 1; f.max_in_flight = max(f.max_in_flight, f.in_flight)
+        try: self._generate(f, req, ids, fault)
+        finally:
+            with f.lock: f.in_flight -= 1
+
+    def _generate(self, f, req, ids, fault):
         if f.latency_s: time.sleep(f.latency_s)
         if fault == 'timeout':
-            time.sleep(f.hang_s); self.close_connection = True
+            # hang until the client has long given up (its timeout), or until stop(): never a race with a slow machine
+            f._stopping.wait(f.hang_s); self.close_connection = True
             try: self._error(503, 'late')
             except OSError: pass
             return

@@ -73,8 +73,8 @@ def test_faults_are_retried_and_change_nothing(tmp_path):
     with FakeOpenAI() as srv:
         regenerate(CONVS, OpenAIBackend(srv.url, **FAST), tmp_path/'ref.jsonl', cfg)
     faults = [f for f in FAULTS if f != '400']  # 5xx, 429, timeout, truncated body, reset connection, broken JSON
-    with FakeOpenAI(faults=faults, hang=2.0) as srv:
-        backend = OpenAIBackend(srv.url, concurrency=3, backoff=0.01, timeout=0.5)
+    with FakeOpenAI(faults=faults) as srv:   # the 'timeout' fault hangs until the server stops: 3 s is only the client's patience
+        backend = OpenAIBackend(srv.url, concurrency=3, backoff=0.01, timeout=3.0)
         rep = regenerate(CONVS, backend, tmp_path/'o.jsonl', cfg)
     assert (tmp_path/'o.jsonl').read_bytes() == (tmp_path/'ref.jsonl').read_bytes()
     assert all(srv.counts[f] == 1 for f in faults) and srv.counts['ok'] == 8

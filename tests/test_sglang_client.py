@@ -1,5 +1,5 @@
 """SGLangClient over real HTTP against the fake server: every fault kind is counted, retried, and never returned."""
-import socket, time
+import socket
 import numpy as np
 import pytest
 import torch
@@ -34,9 +34,11 @@ def reference(ids, layer_ids=None):
 
 @pytest.mark.parametrize('fault', FAULTS)
 def test_each_fault_counted_and_retried(fault):
-    # requests 2 and 3 carry the fault; every sample must still come back right, the fault counted twice
-    with FakeSGLang(TGT, faults={2: fault, 3: fault}, hang_s=2.5) as srv:
-        c = SGLangClient(srv.url, width=H, timeout=1.0 if fault == 'timeout' else 30, backoff=0.01, concurrency=1)
+    # requests 2 and 3 carry the fault; every sample must still come back right, the fault counted twice.
+    # A 'timeout' request hangs until the server stops, so the client's 5 s is only patience: a good answer on a loaded
+    # machine (make test runs real engines beside this) must never reach it (CI once saw 4 timeouts in a row at 1 s)
+    with FakeSGLang(TGT, faults={2: fault, 3: fault}) as srv:
+        c = SGLangClient(srv.url, width=H, timeout=5.0 if fault == 'timeout' else 30, backoff=0.01, concurrency=1)
         got = {sid: c.fetch(ids, sid) for sid, ids in prompts(3)}
     for sid, ids in prompts(3):
         np.testing.assert_array_equal(got[sid], reference(ids))
@@ -66,7 +68,7 @@ def test_fan_out_over_two_servers_and_a_dead_one():
     dead = socket.socket(); dead.bind(('127.0.0.1', 0)); dead_url = f'http://127.0.0.1:{dead.getsockname()[1]}'; dead.close()
     items = prompts(24, seed=1)
     with FakeSGLang(TGT, latency_s=0.02) as a, FakeSGLang(TGT, latency_s=0.02) as b:
-        c = SGLangClient([a.url, b.url, dead_url], width=H, backoff=0.01, concurrency=4, timeout=2)
+        c = SGLangClient([a.url, b.url, dead_url], width=H, backoff=0.01, concurrency=4, timeout=30)
         out = {sid: s for sid, s, err in c.map(items) if err is None}
         assert a.requests > 4 and b.requests > 4, (a.requests, b.requests)   # both carried load
     assert len(out) == 24 and not c.report.failed
@@ -76,11 +78,11 @@ def test_fan_out_over_two_servers_and_a_dead_one():
 
 def test_concurrency_overlaps_requests():
     items = prompts(12, seed=2)
-    with FakeSGLang(TGT, latency_s=0.15) as srv:
-        t0 = time.perf_counter()
-        list(SGLangClient(srv.url, width=H, concurrency=6).map(items))
-        dt = time.perf_counter() - t0
-    assert dt < 12 * 0.15 / 2, dt          # serial would take >= 1.8 s
+    # counted on the server, not timed: wall time on a machine shared with real engines says little
+    with FakeSGLang(TGT, latency_s=0.3) as srv:
+        res = list(SGLangClient(srv.url, width=H, concurrency=6).map(items))
+    assert len(res) == 12 and all(err is None for _, _, err in res)
+    assert srv.max_in_flight >= 3, srv.max_in_flight   # a serial client never has more than 1
 
 
 def test_random_faults_every_good_sample_once():
