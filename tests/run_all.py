@@ -151,8 +151,10 @@ def run_nb(args):
     if r.returncode: print(r.stdout[-6000:], r.stderr[-6000:], sep='\n', flush=True)
     return str(path), r.returncode == 0, time.time() - t0
 
-REAL_ENGINE_FILES = {'test_vllm_extract', 'test_vllm_eval', 'test_sglang_real', 'test_sglang_real_cli', 'test_sglang_real_export',
-                     'test_sglang_real_faults', 'test_sglang_real_vs_vllm', 'test_engine_server_signals'}
+# In this order: the users of a server shared through conftest.py are adjacent, so it is started once and stopped right after
+# (sglang_cli_store: _cli and _vs_vllm; vllm_extract_server: _vs_vllm and test_vllm_extract, whose last test kills it).
+REAL_ENGINE_FILES = ['test_sglang_real_cli', 'test_sglang_real_vs_vllm', 'test_vllm_extract', 'test_vllm_eval', 'test_sglang_real',
+                     'test_sglang_real_faults', 'test_sglang_real_export', 'test_engine_server_signals']
 
 def run_pytest(tag: str, files: list[str], a, stream: bool = False) -> tuple[int, tuple[int, int, int], str]:
     "(exit code, (passed, failed, skipped), its output unless streamed) of one pytest process over `files`."
@@ -194,7 +196,7 @@ def main():
     # The real-engine test files (vLLM / SGLang servers on 127.0.0.1) run in a pytest process of their own, started now, beside
     # the notebooks and then the other test files: alone, the suite kept 0.9 of this 2-core machine busy (40 min wall on an
     # AVX2 EPYC), mostly waiting on one server start-up at a time. Engines never run two at once.
-    engine_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem in REAL_ENGINE_FILES)
+    engine_files = [f'tests/{n}.py' for n in REAL_ENGINE_FILES if (ROOT/'tests'/f'{n}.py').exists()]
     rest_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
     pool = ThreadPoolExecutor(max_workers=1)
     engines = None if a.serial else pool.submit(run_pytest, 'engines', engine_files, a)

@@ -1,22 +1,20 @@
 """`eagle-nb extract --backend sglang` WITHOUT --url on the REAL engine: it starts its own local SGLang servers (aux
 capture + final state, sglang 0.5.23 --device cpu from the engine venv), logs them next to the store, stops them by
 PID, and the SmolLM2 store it writes diagnoses as `match` against the HF backend's store of the same samples."""
-import json, os
+import os
 import pytest
-from sglang_real_helpers import prepare_smollm2_samples
 
 pytestmark = pytest.mark.slow
 
 
-def test_extract_starts_and_stops_its_own_servers(tmp_path, capsys):
+def test_extract_starts_and_stops_its_own_servers(sglang_cli_store, tmp_path):
+    # the run itself is conftest.py's sglang_cli_store (extract_main without --url), shared with test_sglang_real_vs_vllm
     from eagle_nb.cli import extract_main
     from eagle_nb.diagnostics import compare
     from eagle_nb.store import HiddenStateStore
-    data = prepare_smollm2_samples(tmp_path/'ds', n=6)
-    sg, hf = tmp_path/'sglang', tmp_path/'hf'
-    assert extract_main(['--backend', 'sglang', '--data', str(data), '--target', 'smollm2-135m', '--out', str(sg)]) == 0
+    data, sg, hf = sglang_cli_store/'ds', sglang_cli_store/'sglang', tmp_path/'hf'
     assert extract_main(['--backend', 'hf', '--data', str(data), '--target', 'smollm2-135m', '--out', str(hf)]) == 0
-    logs = tmp_path/'sglang.sglang-logs'
+    logs = sglang_cli_store/'sglang.sglang-logs'
     assert sorted(p.name for p in logs.glob('*.log')) == ['sglang-aux.log', 'sglang-final.log']
     for pid_file in logs.glob('*.pid'):                                    # stopped: the PIDs are gone
         pid = int(pid_file.read_text())

