@@ -226,11 +226,11 @@ class _Handler(BaseHTTPRequestHandler):
         if max(ids) >= V or min(ids) < 0: return self._error(400, f'The input_ids {max(ids)} exceeds the vocab size {V}')
         fault = f.next_fault()
         with f.lock: f.in_flight += 1; f.max_in_flight = max(f.max_in_flight, f.in_flight)
-        try: self._generate(f, req, ids, fault)
+        try: self._generate(f, ids, fault)
         finally:
             with f.lock: f.in_flight -= 1
 
-    def _generate(self, f, req, ids, fault):
+    def _generate(self, f, ids, fault):
         if f.latency_s: time.sleep(f.latency_s)
         if fault == 'timeout':
             # hang until the client has long given up (its timeout), or until stop(): never a race with a slow machine
