@@ -191,6 +191,7 @@ def grade(store_dir, held_len, drafter, max_len):
 def main():
     a = args()
     if a.side == 'specforge': return specforge_side(a)
+    from eagle_nb.core import machine_info
     if not a.skip_specforge and not (Path(a.specforge)/'specforge/algorithms/eagle3/model.py').exists():
         sys.exit(f"--specforge {a.specforge!r}: not a SpecForge checkout (specforge/algorithms/eagle3/model.py missing); "
                  f"clone github.com/sgl-project/SpecForge and pass its root, or use --skip-specforge")
@@ -244,7 +245,8 @@ def main():
         print(f"   served [{row['side']}]: " + ', '.join(f"{k} tau {v['tau']:.3f}" for k, v in sets.items()), flush=True)
     def save():  # after every side, so a long run keeps what it measured
         if a.json: Path(a.json).write_text(json.dumps(dict(rows=rows, heldout=len(held_len), train_samples=len(train_ids),
-                                                           train_tokens=n_tok, epochs=a.epochs, threads=a.threads), indent=1))
+                                                           train_tokens=n_tok, epochs=a.epochs, threads=a.threads, machine=machine_info(),
+                                                           argv=sys.argv[1:]), indent=1))
     for spec in (a.recipe or ['default=']):
         name, _, flags = spec.partition('=')
         out = work/f'eagle-{tag}-e{a.epochs}-{name}'

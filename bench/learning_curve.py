@@ -43,7 +43,7 @@ if bool(a.store) == a.online: ap.error('give --store STORE or --online (with --d
 os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
 
 from eagle_nb.store import HiddenStateStore
-from eagle_nb.core import fast_dtype
+from eagle_nb.core import machine_info
 from eagle_nb.train import TrainConfig, train, heldout_split
 from eagle_nb.eval import EvalConfig, run_eval, break_even
 
@@ -104,20 +104,7 @@ def tokens_trained(ckpt: Path) -> int:
     recs = [json.loads(l) for l in (ckpt/'metrics.jsonl').read_text().splitlines() if l.strip()]
     return sum(r.get('tokens', 0) for r in recs if r.get('kind') == 'train')
 
-def machine() -> dict:
-    "The CPU (or GPU) this point trained on and the dtype training ran in: numerics differ between them."
-    import platform, torch
-    if torch.cuda.is_available(): return dict(device=torch.cuda.get_device_name(0), dtype='bfloat16')
-    model, flags = platform.processor(), []
-    try:
-        info = Path('/proc/cpuinfo').read_text()
-        model = next((l.split(':', 1)[1].strip() for l in info.splitlines() if l.startswith('model name')), model)
-        have = set(next((l.split(':', 1)[1].split() for l in info.splitlines() if l.startswith('flags')), []))
-        flags = [f for f in ('amx_bf16', 'avx512_bf16', 'avx512f', 'avx2') if f in have]
-    except OSError: pass
-    return dict(device=model, flags=flags, dtype=str(fast_dtype('cpu')).removeprefix('torch.'))
-
-source, MACHINE = ('online' if a.online else 'store'), machine()
+source, MACHINE = ('online' if a.online else 'store'), machine_info()
 points = []
 for name, ch in variants:
     for b in budgets:

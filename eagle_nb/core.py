@@ -13,8 +13,8 @@ import torch
 # %% auto #0
 __all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'current_umask', 'atomic_path', 'atomic_write',
            'atomic_write_json', 'read_json', 'sha256_file', 'sha256_bytes', 'check_safetensors', 'pick_device',
-           'cpu_has_fast_bf16', 'fast_dtype', 'autocast', 'seed_everything', 'progress', 'fetch_wheel', 'setting_names',
-           'field_help', 'add_config_flags', 'notebook_parameter_names', 'config_from_notebook']
+           'cpu_has_fast_bf16', 'fast_dtype', 'machine_info', 'autocast', 'seed_everything', 'progress', 'fetch_wheel',
+           'setting_names', 'field_help', 'add_config_flags', 'notebook_parameter_names', 'config_from_notebook']
 
 # %% ../nbs/00_core.ipynb #f3ad9d43
 class EagleNbError(Exception):
@@ -138,6 +138,19 @@ def fast_dtype(device: torch.device|str|None = None) -> torch.dtype:
     device = pick_device(device)
     if device.type == 'cuda': return torch.bfloat16
     return torch.bfloat16 if device.type == 'cpu' and cpu_has_fast_bf16() else torch.float32
+
+def machine_info() -> dict:
+    "The device a measurement ran on and the dtype training runs in there (numerics and speed differ between them)."
+    import platform
+    if torch.cuda.is_available(): return dict(device=torch.cuda.get_device_name(0), dtype='bfloat16')
+    model, flags = platform.processor(), []
+    try:
+        info = Path('/proc/cpuinfo').read_text()
+        model = next((l.split(':', 1)[1].strip() for l in info.splitlines() if l.startswith('model name')), model)
+        have = set(next((l.split(':', 1)[1].split() for l in info.splitlines() if l.startswith('flags')), []))
+        flags = [f for f in ('amx_bf16', 'avx512_bf16', 'avx512f', 'avx2') if f in have]
+    except OSError: pass
+    return dict(device=model, flags=flags, dtype=str(fast_dtype('cpu')).removeprefix('torch.'))
 
 def autocast(device: torch.device|str|None = None, enabled: bool = True):
     "bf16 autocast on CUDA and on bf16-capable CPUs; a no-op context elsewhere."
