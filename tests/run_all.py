@@ -5,7 +5,7 @@
 2. papermill conventions: each runnable notebook has exactly one `parameters` cell, literals only, whose names,
    types and help are the settings of the config it builds (NOTEBOOK_SETTINGS), and the profiles name only those;
 3. `nbdev_test` on every notebook (cells flagged `slow` run too unless --fast; `cuda` only with a GPU);
-4. pytest on tests/: the real-engine files in a process of their own, beside the notebooks and the other files.
+4. pytest on tests/: the real-engine files in processes of their own (ENGINE_UNITS), beside the notebooks and the other files.
 """
 import argparse, ast, hashlib, json, os, subprocess, sys, time, xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -151,10 +151,45 @@ def run_nb(args):
     if r.returncode: print(r.stdout[-6000:], r.stderr[-6000:], sep='\n', flush=True)
     return str(path), r.returncode == 0, time.time() - t0
 
-# In this order: the users of a server shared through conftest.py are adjacent, so it is started once and stopped right after
-# (sglang_cli_store: _cli and _vs_vllm; vllm_extract_server: _vs_vllm and test_vllm_extract, whose last test kills it).
-REAL_ENGINE_FILES = ['test_sglang_real_cli', 'test_sglang_real_vs_vllm', 'test_vllm_extract', 'test_vllm_eval', 'test_sglang_real',
-                     'test_sglang_real_faults', 'test_sglang_real_export', 'test_engine_server_signals']
+# The real-engine test files, in units: a unit's files run in one pytest process, in this order, because they share a server
+# through conftest.py (sglang_cli_store: _cli and _vs_vllm; vllm_extract_server: _vs_vllm and test_vllm_extract, whose last
+# test kills it), so it is started once and stopped right after. Longest first (a fresh-clone make test's durations); each
+# unit's engine, of which at most one unit runs at a time: two vLLM units together would hold 4 vLLM servers (the failover
+# test's 2 and test_vllm_eval's 2, about 5 GB each with their 0.15 share of host memory) on a 24 GB machine.
+ENGINE_UNITS = [(['test_sglang_real_cli', 'test_sglang_real_vs_vllm', 'test_vllm_extract'], 'vllm'), (['test_vllm_eval'], 'vllm'),
+                (['test_sglang_real_faults'], 'sglang'), (['test_sglang_real'], 'sglang'), (['test_sglang_real_export'], 'sglang'),
+                (['test_engine_server_signals'], None)]
+REAL_ENGINE_FILES = [f for files, _ in ENGINE_UNITS for f in files]
+
+
+class EngineQueue:
+    """The engine units, taken by workers: the first worker from the start, a second once the notebooks and the other test
+    files are done (their process would otherwise leave a core idle while one engine process waits on a server start-up).
+    A worker takes the first unit whose engine no other worker is running, and waits while there is none."""
+    def __init__(self, units):
+        import threading
+        self.todo, self.busy, self.cv = list(units), [], threading.Condition()
+
+    def take(self):
+        with self.cv:
+            while True:
+                if not self.todo: return None
+                i = next((i for i, (_, eng) in enumerate(self.todo) if eng is None or eng not in self.busy), None)
+                if i is not None:
+                    unit = self.todo.pop(i); self.busy.append(unit[1]); return unit
+                self.cv.wait()
+
+    def done(self, unit):
+        with self.cv: self.busy.remove(unit[1]); self.cv.notify_all()
+
+    def work(self, run):
+        "Run units with `run(files)` until none is left; [(files, result, seconds)]."
+        out = []
+        while (unit := self.take()) is not None:
+            t0 = time.time()
+            try: out.append((unit[0], run(unit[0]), time.time() - t0))
+            finally: self.done(unit)
+        return out
 
 def run_pytest(tag: str, files: list[str], a, stream: bool = False) -> tuple[int, tuple[int, int, int], str]:
     "(exit code, (passed, failed, skipped), its output unless streamed) of one pytest process over `files`."
@@ -193,13 +228,16 @@ def main():
         record('notebook parameters are their config\'s settings', not sp, '; '.join(sp))
         if missing: print(f"note: runnable notebooks not written yet: {', '.join(missing)}")
 
-    # The real-engine test files (vLLM / SGLang servers on 127.0.0.1) run in a pytest process of their own, started now, beside
-    # the notebooks and then the other test files: alone, the suite kept 0.9 of this 2-core machine busy (40 min wall on an
-    # AVX2 EPYC), mostly waiting on one server start-up at a time. Engines never run two at once.
-    engine_files = [f'tests/{n}.py' for n in REAL_ENGINE_FILES]   # a stale name fails pytest loudly, never dropped
+    # The real-engine test files (vLLM / SGLang servers on 127.0.0.1) run in pytest processes of their own, one unit of
+    # ENGINE_UNITS each, started now beside the notebooks and then the other test files: alone, the suite kept 0.9 of this
+    # 2-core machine busy (40 min wall on an AVX2 EPYC), mostly waiting on one server start-up at a time. A second engine
+    # worker joins when the other files are done.
     rest_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
-    pool = ThreadPoolExecutor(max_workers=1)
-    engines = None if a.serial else pool.submit(run_pytest, 'engines', engine_files, a)
+    queue = EngineQueue(ENGINE_UNITS)
+    def run_unit(names):   # a stale name fails pytest loudly, never dropped
+        return run_pytest(f'engines-{names[0]}', [f'tests/{n}.py' for n in names], a)
+    pool = ThreadPoolExecutor(max_workers=2)
+    engines = [] if a.serial else [pool.submit(queue.work, run_unit)]
 
     import torch
     flags = [] if a.fast else ['slow']
@@ -211,8 +249,10 @@ def main():
 
     runs = [run_pytest('rest', rest_files if engines else ['tests'], a, stream=True)]
     if engines:
-        runs.append(engines.result())
-        print(f"\n==== pytest: real engines ====\n{runs[-1][2]}", flush=True)
+        engines.append(pool.submit(queue.work, run_unit))
+        for files, res, dt in [u for f in engines for u in f.result()]:
+            runs.append(res)
+            print(f"\n==== pytest: real engines ({', '.join(files)}: {dt:.0f}s) ====\n{res[2]}", flush=True)
     pool.shutdown()
     n_pass, n_fail, n_skip = (sum(counts[k] for _, counts, _ in runs) for k in range(3))
     passed = sum(ok for _, ok, _ in results) + n_pass
