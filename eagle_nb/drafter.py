@@ -314,15 +314,16 @@ def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step
         o = F.scaled_dot_product_attention(qx, kx, vx, attn_mask=mask[:, None], scale=scale, enable_gqa=g > 1)
     return _plus_diagonal(o[:, :, n:], diag_v, d, kv_h)           # the dummy queries dropped
 
-def ttt_attention_rows(q: Tensor,              # (1, heads, R, hd) queries of step i >= 1 at positions `pos` only
-                       k0: Tensor, v0: Tensor, # (1, kv_heads, T, hd) step-0 keys/values of every position
-                       diag_k: list[Tensor], diag_v: list[Tensor],  # steps 1..i at the same positions, each (1, kv_heads, R, hd)
+def ttt_attention_rows(q: Tensor,              # (B, heads, R, hd) queries of step i >= 1 at positions `pos` only
+                       k0: Tensor, v0: Tensor, # (B, kv_heads, T, hd) step-0 keys/values of every position
+                       diag_k: list[Tensor], diag_v: list[Tensor],  # steps 1..i at the same positions, each (B, kv_heads, R, hd)
                        pos: Tensor,            # (R,) ascending positions of the queries
                        ) -> Tensor:
-    "`ttt_attention` for a subset of rows (one sequence): row r sees step-0 keys t <= pos[r] and its own diagonal keys."
+    """`ttt_attention` for a subset of positions (the same in every sequence; right padding only): row r sees step-0 keys
+    t <= pos[r] and its own diagonal keys."""
     B, h, R, d = q.shape
     kv_h, T, n = k0.shape[1], k0.shape[2], len(diag_k)
-    if B != 1 or n == 0: raise EagleNbError(f"ttt_attention_rows: one sequence and step >= 1 (got B={B}, {n} diagonal steps)")
+    if n == 0: raise EagleNbError("ttt_attention_rows: step >= 1 only (no diagonal keys given)")
     qx, kx, vx = _with_sinks(q, k0, v0, diag_k)                   # the same sink trick as `ttt_attention`
     causal = torch.arange(T, device=q.device)[None, :] <= pos[:, None]                         # (R, T)
     mask = torch.cat([causal.new_ones(R, n), causal], dim=1)[None, None]                       # sinks always visible
@@ -418,8 +419,9 @@ class Eagle3Drafter(nn.Module):
                     keep_below: float = 0.85,   # skip rows only when the share needed at steps >= 1 is below this
                     ) -> list[Tensor]:
         """Unroll `steps` draft steps over whole sequences; returns `steps` post-norm hiddens (B, T, H).
-        With `keep` (one sequence), steps >= 1 compute only the rows some later step still needs: row t of step i feeds
-        only row t of steps > i, so a row with no loss at step i or after is skipped; its output is zeros."""
+        With `keep`, steps >= 1 compute only the rows some later step still needs: row t of step i feeds only row t of
+        steps > i, so a row with no loss at step i or after is skipped; its output is zeros. With B > 1 (right padding
+        only) a position is computed in every sequence when one of them needs it."""
         B, T = input_ids.shape
         if aux.shape[:2] != (B, T) or aux.shape[-1] != self.fc.in_features:
             raise EagleNbError(f"forward_ttt: aux {tuple(aux.shape)} / input_ids {tuple(input_ids.shape)}; want aux (B, T, "
@@ -429,8 +431,8 @@ class Eagle3Drafter(nn.Module):
         # rope for positions 0 .. T+steps-2 once; step i uses positions t+i, a slice
         cos_all, sin_all = self._rope(torch.arange(T + steps - 1, device=input_ids.device)[None])  # (1,1,T+steps-1,hd)
         hidden = self.fc(aux)                                    # (B,T,H) fused target features
-        if keep is not None and B == 1 and key_mask is None and steps > 1:
-            need = keep.reshape(steps, T).flip(0).int().cumsum(0).gt(0).flip(0)   # needed at step i: kept at some step >= i
+        if keep is not None and key_mask is None and steps > 1:
+            need = keep.reshape(steps, B, T).any(1).flip(0).int().cumsum(0).gt(0).flip(0)   # needed at step i: kept at some step >= i
             if float(need[1:].float().mean()) < keep_below:
                 return self._forward_ttt_rows(hidden, input_ids, steps, need, cos_all, sin_all)
         outs, dk, dv, k0 = [], [], [], None
@@ -446,7 +448,7 @@ class Eagle3Drafter(nn.Module):
         return outs
 
     def _forward_ttt_rows(self, hidden, input_ids, steps, need, cos_all, sin_all) -> list[Tensor]:
-        "`forward_ttt` of one sequence with step i >= 1 on the rows `need[i]` only (each step's rows within the last's)."
+        "`forward_ttt` with step i >= 1 on the positions `need[i]` only, in every sequence (each step's within the last's)."
         B, T = input_ids.shape
         residual, q, k0, v0 = self._qkv(hidden, input_ids, cos_all[:, :, :T], sin_all[:, :, :T])
         hidden = self._finish(residual, ttt_attention(q, k0, v0, [], []))

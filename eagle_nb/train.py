@@ -309,7 +309,7 @@ def prepare_batch(samples: list[dict], steps: int, head: TargetHead|None, t2d: T
 class TTTObjective(nn.Module):
     "The drafter and its training-time-test loss in one forward (what DDP / FSDP wrap)."
     def __init__(self, drafter: Eagle3Drafter, steps: int = 7, chunk: int = 2048, compiled: bool = False,
-                 skip_rows: bool = True):  # one-sequence batches: skip rows no loss needs at TTT steps >= 1 (same loss, less work)
+                 skip_rows: bool = True):  # skip positions no loss needs at TTT steps >= 1 (same loss, less work)
         super().__init__()
         self.drafter, self.steps, self.chunk, self.compiled, self.skip_rows = drafter, steps, chunk, compiled, skip_rows
 
@@ -318,10 +318,10 @@ class TTTObjective(nn.Module):
         "(weighted loss, CE per trained row, top-1 correct per trained row)."
         B, T1 = batch.input_ids.shape
         keep = None
-        if self.skip_rows and B == 1:   # steps >= 1 compute only rows that carry loss now or at a later step
-            keep = torch.zeros(self.steps * T1, dtype=torch.bool, device=batch.rows.device).index_fill_(0, batch.rows, True)
+        if self.skip_rows:   # steps >= 1 compute only positions that carry loss now or at a later step (in some sequence)
+            keep = torch.zeros(self.steps * B * T1, dtype=torch.bool, device=batch.rows.device).index_fill_(0, batch.rows, True)
         hs = self.drafter.forward_ttt(batch.aux, batch.input_ids, steps=self.steps, attention_mask=batch.attention_mask,
-                                      keep=None if keep is None else keep.view(self.steps, 1, T1))
+                                      keep=None if keep is None else keep.view(self.steps, B, T1))
         flat = torch.stack(hs).flatten(0, 2)                       # (steps*B*(T-1), H)
         hidden = flat.index_select(0, batch.rows)                  # (M, H) only rows that carry loss
         w = self.drafter.lm_head.weight

@@ -184,6 +184,26 @@ def _spans_keep(steps, T):
     return torch.stack([torch.cat([m[i:], m.new_zeros(i)]) for i in range(steps)])      # (steps, T)
 
 
+def test_ttt_skipping_rows_in_a_batch_of_sequences():
+    "B > 1: a position is computed when some sequence needs it; each sequence's kept rows and the gradients are unchanged."
+    _, c, d = make('llama')
+    steps, T = 4, 40
+    aux, ids = inputs(c, 2, T)
+    a = _spans_keep(steps, T)
+    b = torch.zeros(steps, T, dtype=torch.bool); b[0, 30:36] = True; b[1, 30:33] = True   # another reply, later
+    keep = torch.stack([a, b], dim=1)                                                       # (steps, 2, T)
+    full = d.forward_ttt(aux, ids, steps)
+    rows = d.forward_ttt(aux, ids, steps, keep=keep)
+    for i in range(steps):
+        for s in range(2):
+            if keep[i, s].any(): assert (rows[i][s][keep[i, s]] - full[i][s][keep[i, s]]).abs().max() < 1e-5, (i, s)
+    need = keep.any(1).flip(0).int().cumsum(0).gt(0).flip(0)                                # union over the batch
+    assert rows[1][:, ~need[1]].abs().max() == 0 and rows[1][1, need[1]].abs().min() > 0    # skipped; computed for both
+    params = [p for n, p in d.named_parameters() if p.requires_grad and 'lm_head' not in n]
+    loss = lambda hs: sum((h[k] ** 2).sum() for h, k in zip(hs, keep))
+    for x, y in zip(torch.autograd.grad(loss(full), params), torch.autograd.grad(loss(rows), params)):
+        assert (x - y).abs().max() <= 1e-4 * x.abs().max() + 1e-7
+
 @pytest.mark.parametrize('arch', ['llama', 'qwen3'])
 def test_ttt_skipping_rows_equals_full_on_the_kept_rows(arch):
     "Rows no loss needs at steps >= 1 are skipped: the kept rows' outputs and the parameter gradients are unchanged."
@@ -204,7 +224,7 @@ def test_ttt_skipping_rows_equals_full_on_the_kept_rows(arch):
     g_rows = torch.autograd.grad(loss(rows), params)
     for a, b in zip(g_full, g_rows):
         assert (a - b).abs().max() <= 1e-4 * a.abs().max() + 1e-7
-    # a mask that keeps nearly every row runs the full path (the rows path costs more there); so does B > 1
+    # a mask that keeps nearly every row runs the full path (the rows path costs more there)
     dense = torch.ones(steps, 1, T, dtype=torch.bool)
     assert all(torch.equal(a, b) for a, b in zip(d.forward_ttt(aux, ids, steps, keep=dense), full))
     # nothing kept after step 1: later steps are zeros

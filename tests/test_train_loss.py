@@ -163,6 +163,28 @@ def test_skipping_rows_leaves_loss_and_gradients_unchanged():
         assert torch.allclose(out[True][2][n], g, atol=1e-6, rtol=1e-4), n
 
 
+def test_skipping_rows_in_a_batch_leaves_loss_and_gradients_unchanged():
+    "Row skipping with several windows a step (right padded): the same loss, CE and gradients as the full unroll."
+    steps = 4
+    st, dr, head, t2d, ids = _setup(steps)
+    samples = sorted((st.get(i) for i in st.sample_ids), key=lambda s: (1 - s['loss_mask'].float().mean()) * len(s['loss_mask']))[-3:]
+    assert len({len(s['input_ids']) for s in samples}) > 1, 'the batch should need right padding'
+    b = prepare_batch(samples, steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
+    assert b.input_ids.shape[0] == 3
+    w = (torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)).float()
+    out, calls = {}, []
+    rows_path = dr._forward_ttt_rows
+    dr._forward_ttt_rows = lambda *a: calls.append(1) or rows_path(*a)
+    for skip in (False, True):
+        dr.zero_grad()
+        loss, ce, ok = TTTObjective(dr, steps, chunk=64, skip_rows=skip)(b, w)
+        loss.backward()
+        out[skip] = loss.item(), ce.detach(), {n: p.grad.clone() for n, p in dr.named_parameters() if p.grad is not None}
+    assert calls == [1], 'skip_rows=True must take the rows path on this batch, and only then'
+    assert abs(out[True][0] - out[False][0]) < 1e-5 and torch.allclose(out[True][1], out[False][1], atol=1e-5)
+    for n, g in out[False][2].items():
+        assert torch.allclose(out[True][2][n], g, atol=1e-6, rtol=1e-4), n
+
 def test_bucketed_shapes_leave_loss_and_gradients_unchanged():
     "Training on CPU pads T (collate multiple=ROW_BUCKET) and GEMM rows to multiples of 64: the same loss, CE, gradients."
     from eagle_nb.drafter import ROW_BUCKET
