@@ -155,7 +155,7 @@ def run_nb(args):
 # through conftest.py (sglang_cli_store: _cli and _vs_vllm; vllm_extract_server: _vs_vllm and test_vllm_extract, whose last
 # test kills it), so it is started once and stopped right after. Longest first (a fresh-clone make test's durations); each
 # unit's engine, of which at most one unit runs at a time: two vLLM units together would hold 4 vLLM servers (the failover
-# test's 2 and test_vllm_eval's 2, about 5 GB each with their 0.15 share of host memory) on a 24 GB machine.
+# test's 2 and test_vllm_eval's 2), each taking 0.15 of host memory for its KV cache alone, on a 24 GB machine.
 ENGINE_UNITS = [(['test_sglang_real_cli', 'test_sglang_real_vs_vllm', 'test_vllm_extract'], 'vllm'), (['test_vllm_eval'], 'vllm'),
                 (['test_sglang_real_faults'], 'sglang'), (['test_sglang_real'], 'sglang'), (['test_sglang_real_export'], 'sglang'),
                 (['test_engine_server_signals'], None)]
