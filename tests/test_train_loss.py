@@ -141,36 +141,11 @@ def test_config_errors_say_what_to_change(tmp_path):
         train(TrainConfig(store=str(tmp_path/'nope'), out=str(tmp_path/'o')))
 
 
-def test_skipping_rows_leaves_loss_and_gradients_unchanged():
-    "TTTObjective's row skipping (steps >= 1 compute only rows with loss there or later) is the same loss, less work."
-    steps = 4
+def _skip_rows_agrees(samples, steps=4):
+    "TTTObjective with and without row skipping on one batch of `samples`: the rows path is taken, same loss/CE/gradients."
     st, dr, head, t2d, ids = _setup(steps)
-    sample = max((st.get(i) for i in st.sample_ids), key=lambda s: (1 - s['loss_mask'].float().mean()) * len(s['loss_mask']))
-    assert 0 < sample['loss_mask'].float().mean() < 0.8, 'the smoke store needs a sample with prompt rows'
-    b = prepare_batch([sample], steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
-    w = (torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)).float()
-    out, calls = {}, []
-    rows_path = dr._forward_ttt_rows
-    dr._forward_ttt_rows = lambda *a: calls.append(1) or rows_path(*a)
-    for skip in (False, True):
-        dr.zero_grad()
-        loss, ce, ok = TTTObjective(dr, steps, chunk=64, skip_rows=skip)(b, w)
-        loss.backward()
-        out[skip] = loss.item(), ce.detach(), {n: p.grad.clone() for n, p in dr.named_parameters() if p.grad is not None}
-    assert calls == [1], 'skip_rows=True must take the rows path on this sample, and only then'
-    assert abs(out[True][0] - out[False][0]) < 1e-5 and torch.allclose(out[True][1], out[False][1], atol=1e-5)
-    for n, g in out[False][2].items():
-        assert torch.allclose(out[True][2][n], g, atol=1e-6, rtol=1e-4), n
-
-
-def test_skipping_rows_in_a_batch_leaves_loss_and_gradients_unchanged():
-    "Row skipping with several windows a step (right padded): the same loss, CE and gradients as the full unroll."
-    steps = 4
-    st, dr, head, t2d, ids = _setup(steps)
-    samples = sorted((st.get(i) for i in st.sample_ids), key=lambda s: (1 - s['loss_mask'].float().mean()) * len(s['loss_mask']))[-3:]
-    assert len({len(s['input_ids']) for s in samples}) > 1, 'the batch should need right padding'
-    b = prepare_batch(samples, steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
-    assert b.input_ids.shape[0] == 3
+    b = prepare_batch([st.get(i) for i in samples], steps, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)
+    assert b.input_ids.shape[0] == len(samples)
     w = (torch.tensor([0.8 ** i for i in range(steps)]) / b.counts.clamp_min(1)).float()
     out, calls = {}, []
     rows_path = dr._forward_ttt_rows
@@ -184,6 +159,27 @@ def test_skipping_rows_in_a_batch_leaves_loss_and_gradients_unchanged():
     assert abs(out[True][0] - out[False][0]) < 1e-5 and torch.allclose(out[True][1], out[False][1], atol=1e-5)
     for n, g in out[False][2].items():
         assert torch.allclose(out[True][2][n], g, atol=1e-6, rtol=1e-4), n
+
+def _most_prompt_rows(k):
+    "The ids of the k smoke-store samples with the most rows without loss."
+    st = HiddenStateStore.open(smoke_store())
+    rows = lambda i: (m := st.get(i)['loss_mask'].float()).numel() - float(m.sum())
+    return sorted(st.sample_ids, key=rows)[-k:]
+
+def test_skipping_rows_leaves_loss_and_gradients_unchanged():
+    "TTTObjective's row skipping (steps >= 1 compute only rows with loss there or later) is the same loss, less work."
+    (i,) = _most_prompt_rows(1)
+    m = HiddenStateStore.open(smoke_store()).get(i)['loss_mask'].float()
+    assert 0 < m.mean() < 0.8, 'the smoke store needs a sample with prompt rows'
+    _skip_rows_agrees([i])
+
+
+def test_skipping_rows_in_a_batch_leaves_loss_and_gradients_unchanged():
+    "Row skipping with several windows a step (right padded): the same loss, CE and gradients as the full unroll."
+    ids = _most_prompt_rows(3)
+    st = HiddenStateStore.open(smoke_store())
+    assert len({len(st.get(i)['input_ids']) for i in ids}) > 1, 'the batch should need right padding'
+    _skip_rows_agrees(ids)
 
 def test_bucketed_shapes_leave_loss_and_gradients_unchanged():
     "Training on CPU pads T (collate multiple=ROW_BUCKET) and GEMM rows to multiples of 64: the same loss, CE, gradients."
