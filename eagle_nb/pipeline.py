@@ -12,7 +12,7 @@ from .core import EagleNbError, project_dir, runs_dir, atomic_write, atomic_writ
 
 # %% auto #0
 __all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'svg_bars', 'svg_line', 'write_index',
-           'run_pipeline', 'estimate_profile', 'demo_main']
+           'run_pipeline', 'probe_rates', 'estimate_profile', 'demo_main']
 
 # %% ../nbs/06_pipeline.ipynb #bcb9a742
 def load_profile(name_or_path: str, root: Path|None = None) -> dict:
@@ -316,10 +316,54 @@ def _measured_rates(ref: Path|None) -> dict:
     out['diagnose_s'] = run['stages'].get('diagnose', {}).get('seconds')
     return out
 
-def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_from: Path|None = None, log=print):
+def probe_rates(data: str|Path,            # the prepared dataset
+                target,                    # the loaded Target
+                extract_config,            # the extract stage's ExtractConfig (layers, dtype)
+                train_params: dict|None,   # the train stage's parameters (its recipe: TrainConfig fields among them)
+                eval_params: dict|None,    # the eval stage's parameters (prompts, num_steps)
+                work: Path,                # scratch folder (deleted afterwards)
+                samples: int = 12, steps: int = 12, new_tokens: int = 24) -> dict:
+    """Train and eval rates measured on this machine when no finished run has them. Train: the first `samples` windows of
+    `data` are extracted to a scratch store and the stage's recipe trains `steps` steps on it (median step after the
+    first three, which compile). Eval: one prompt of the stage's first set decoded plainly and with an untrained drafter
+    (rarely accepted: the slowest speculative rate, so an upper bound on the eval time)."""
+    import dataclasses, statistics
+    from .extract import extract
+    from .train import TrainConfig, train
+    from .eval import load_eval_prompts, load_proposer_factory, evaluate
+    from .specdec import SpecConfig
+    from .core import setting_names
+    scratch, out = Path(work)/'rate-probe', {}
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        if train_params is not None:
+            extract(data, target, scratch/'store', dataclasses.replace(extract_config, limit=samples, probe_batches=0, progress=False), verbose=False)
+            tc = {k: v for k, v in train_params.items() if k in setting_names(TrainConfig) and k not in ('store', 'out', 'data', 'target')}
+            tc.update(store=str(scratch/'store'), data=str(data), out=str(scratch/'drafter'), steps=steps, eval_fraction=0.0,
+                      eval_every=0, save_every=steps, resume=False)
+            train(TrainConfig(**tc))
+            recs = [json.loads(l) for l in (scratch/'drafter'/'metrics.jsonl').read_text().split('\n') if l.strip()]
+            tps = [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
+            if tps: out.update(train_tokens_per_s=statistics.median(tps[3:] or tps),
+                               train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
+        if eval_params is not None:
+            first = str(eval_params.get('prompts', 'humaneval')).split(',')[0]
+            prompts = load_eval_prompts(first, target.tokenizer, 1, str(data))
+            factory, _ = load_proposer_factory('random-init', target)
+            res = evaluate(target, factory, prompts, SpecConfig(num_steps=int(eval_params.get('num_steps', 3)), max_new_tokens=new_tokens))
+            sp = res.speed()
+            out.update(eval_plain_tokens_per_s=sp['plain_tokens_per_s'], eval_spec_tokens_per_s=sp['spec_tokens_per_s'],
+                       eval_basis='probe: one prompt, plain and with an untrained drafter (an upper bound)')
+    finally: shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_from: Path|None = None, log=print,
+                     probe: bool|None = None,   # measure train/eval rates here (`probe_rates`); None: when no reference run has them
+                    ):
     """Expected time and disk of a profile before committing to it: its prepare stage is run for real (the run later
     resumes from it), the extract preflight measures this machine's forward rate on the prepared data and checks the disk,
-    train and eval times use the rates the latest finished `quick` run measured here (or `rates_from`)."""
+    train and eval times use the rates the latest finished `quick` run measured here (or `rates_from`), or, where none
+    has, rates `probe_rates` measures."""
     import pandas as pd
     from .data import TokenizedDataset
     from .extract import ExtractConfig, preflight, _free_disk
@@ -349,17 +393,21 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
                      basis=f"preflight probe of {tgt.name} on this machine; store {pf.attrs['need_bytes'] / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
                            + ('  <- DOES NOT FIT' if pf.attrs['need_bytes'] * (1 + xc.disk_margin) > free else '')))
     ds = TokenizedDataset.open(data, verify=False)
+    tp = _fill(by_nb['03_train.ipynb'][1]['parameters'], ctx) if '03_train.ipynb' in by_nb else None
+    evp = _fill(by_nb['04_eval.ipynb'][1]['parameters'], ctx) if '04_eval.ipynb' in by_nb else None
+    missing = (tp is not None and not rates.get('train_tokens_per_s')) or (evp is not None and not rates.get('eval_plain_tokens_per_s'))
+    if probe or (probe is None and missing):
+        log("measuring the train and eval rates on this machine" + ('' if probe else " (no finished quick run has them)") + ": about a minute")
+        rates.update(probe_rates(data, tgt, xc, tp, evp, run_dir))
     if '02_diagnostics.ipynb' in by_nb:
         rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'), basis='as measured by the reference run'))
-    if '03_train.ipynb' in by_nb:
-        tp = _fill(by_nb['03_train.ipynb'][1]['parameters'], ctx)
+    if tp is not None:
         train_tokens = sum(min(n, int(tp.get('max_len', 2048))) for n in ds.lengths) * (1 - float(tp.get('eval_fraction', 0.05)))
         tokens = int(tp['steps']) * int(tp.get('batch_tokens', 2048)) * int(tp.get('micro_batches', 1)) if int(tp.get('steps', 0)) else train_tokens * int(tp.get('epochs', 1))
         r = rates.get('train_tokens_per_s')
         rows.append(dict(stage=by_nb['03_train.ipynb'][1]['name'], tokens=int(tokens), rate=r, seconds=tokens / r if r else None,
-                         basis='train rate of the reference run (same drafter shape)' if r else 'no reference run: `make demo` first'))
-    if '04_eval.ipynb' in by_nb:
-        evp = _fill(by_nb['04_eval.ipynb'][1]['parameters'], ctx)
+                         basis=(rates.get('train_basis') or 'train rate of the reference run (same drafter shape)') if r else 'no rate measured: `make demo` first'))
+    if evp is not None:
         sets = [s for s in str(evp.get('prompts', 'humaneval')).split(',') if s]
         lim = int(evp.get('limit', 0))
         held = len(ds.heldout())
@@ -370,7 +418,7 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
         tokens = n * int(evp.get('max_new_tokens', 128))
         pr, sr = rates.get('eval_plain_tokens_per_s'), rates.get('eval_spec_tokens_per_s')
         rows.append(dict(stage=by_nb['04_eval.ipynb'][1]['name'], tokens=tokens, rate=pr, seconds=tokens / pr + tokens / sr if pr and sr else None,
-                         basis='plain + speculative decoding at the reference run\'s rates' if pr else 'no reference run: `make demo` first'))
+                         basis=(rates.get('eval_basis') or 'plain + speculative decoding at the reference run\'s rates') if pr else 'no rate measured: `make demo` first'))
     df = pd.DataFrame(rows).set_index('stage')
     total = df['seconds'].sum(min_count=1)
     df.attrs.update(total_s=float(total) if total == total else None, run_dir=str(run_dir), rates=rates, profile=cfg['profile'])

@@ -49,3 +49,23 @@ def test_estimate_profile(tmp_path):
     assert df.loc['eval', 'tokens'] == (3 + 2) * 10 and df.loc['eval', 'seconds'] == pytest.approx(50 / 10 + 50 / 20)
     doc = json.loads((run/'estimate.json').read_text())
     assert doc['total_s'] == pytest.approx(float(df['seconds'].sum())) and len(doc['stages']) == 4
+
+@pytest.mark.slow
+def test_estimate_probes_rates_without_a_reference_run(tmp_path):
+    "No finished run to read rates from: the estimate measures them (scratch store + a few steps of the stage's recipe, one eval prompt)."
+    prof = _profile(tmp_path)
+    p = yaml.safe_load(prof.read_text())
+    p['stages'][2]['parameters']['compile'] = False       # the probe trains with the stage's own settings
+    prof.write_text(yaml.safe_dump(p))
+    run, lines = tmp_path/'run', []
+    df = estimate_profile(str(prof), run_dir=run, probe=True, log=lines.append)
+    assert any('measuring the train and eval rates' in str(l) for l in lines)
+    tr, ev = df.loc['train'], df.loc['eval']
+    assert tr['basis'].startswith('probe: 12 steps of this recipe') and tr['rate'] > 0
+    assert tr['seconds'] == pytest.approx(tr['tokens'] / tr['rate'])
+    doc = json.loads((run/'estimate.json').read_text())
+    pr, sr = doc['rates']['eval_plain_tokens_per_s'], doc['rates']['eval_spec_tokens_per_s']
+    assert ev['basis'].startswith('probe: one prompt') and pr > 0 and sr > 0
+    assert ev['seconds'] == pytest.approx(ev['tokens'] / pr + ev['tokens'] / sr)
+    assert not (run/'rate-probe').exists() and not (run/'store').exists()   # the scratch store is gone; the stage's own is not made
+    assert doc['total_s'] == pytest.approx(float(df['seconds'].sum()))
