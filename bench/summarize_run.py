@@ -5,13 +5,14 @@ per prompt set.
 
     python bench/summarize_run.py _runs/standard-YYYYmmdd-HHMMSS bench/results/standard-YYYYmmdd.json
 """
-import json, os, platform, statistics, sys
+import json, os, statistics, sys
 from pathlib import Path
 
 run, out = Path(sys.argv[1]), Path(sys.argv[2])
 rd = lambda p: json.loads(p.read_text())
 r = rd(run/'run.json')
-doc = dict(run=run.name, profile=r['profile'], seconds=r['seconds'], cpu=os.cpu_count(), machine=platform.processor() or platform.machine(),
+from eagle_nb.core import machine_info
+doc = dict(run=run.name, profile=r['profile'], seconds=r['seconds'], cpu=os.cpu_count(), machine=machine_info(),
            stages={k: v['seconds'] for k, v in r['stages'].items()})
 if (run/'estimate.json').exists():
     e = rd(run/'estimate.json')
@@ -19,6 +20,8 @@ if (run/'estimate.json').exists():
 recs = [json.loads(l) for l in (run/'drafter'/'metrics.jsonl').read_text().splitlines() if l.strip()]
 tr = [x for x in recs if x.get('kind') == 'train']
 tps = [x['tokens_per_s'] for x in tr][len(tr) // 10:]
+tc = rd(run/'drafter'/'train_config.json') if (run/'drafter'/'train_config.json').exists() else {}
+doc['recipe'] = {k: tc.get(k) for k in ('lr', 'init_lm_head', 'batch_tokens', 'batch_samples', 'max_len', 'ttt_steps', 'epochs', 'warmup') if k in tc}
 doc['train'] = dict(steps=len(tr), tokens=sum(x['tokens'] for x in tr), tokens_per_s_median=statistics.median(tps),
                     seconds=sum(x['seconds'] for x in tr), final_loss=tr[-1]['loss'],
                     loss_curve=[(x['step'], round(x['loss'], 4)) for x in tr[::max(1, len(tr) // 40)]])
