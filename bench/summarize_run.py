@@ -7,11 +7,11 @@ per prompt set.
 """
 import json, os, statistics, sys
 from pathlib import Path
+from eagle_nb.core import machine_info
 
 run, out = Path(sys.argv[1]), Path(sys.argv[2])
 rd = lambda p: json.loads(p.read_text())
 r = rd(run/'run.json')
-from eagle_nb.core import machine_info
 doc = dict(run=run.name, profile=r['profile'], seconds=r['seconds'], cpu=os.cpu_count(), machine=machine_info(),
            stages={k: v['seconds'] for k, v in r['stages'].items()})
 if (run/'estimate.json').exists():

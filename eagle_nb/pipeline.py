@@ -298,6 +298,11 @@ def _latest_finished(profile: str) -> Path|None:
     runs = sorted(p for p in runs_dir().glob(f'{profile}-*') if (p/'run.json').exists())
     return runs[-1] if runs else None
 
+def _step_rates(metrics: Path) -> list[float]:
+    "tokens/s of every training step a `metrics.jsonl` logged, in order."
+    recs = [json.loads(l) for l in metrics.read_text().split('\n') if l.strip()]
+    return [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
+
 def _measured_rates(ref: Path|None) -> dict:
     "Rates a finished run measured on this machine: train tokens/s (median of its steps), eval plain/spec tokens/s."
     import statistics
@@ -305,8 +310,7 @@ def _measured_rates(ref: Path|None) -> dict:
     if ref is None: return out
     mets = ref/'drafter'/'metrics.jsonl'
     if mets.exists():
-        recs = [json.loads(l) for l in mets.read_text().split('\n') if l.strip()]
-        tps = [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
+        tps = _step_rates(mets)
         if tps: out['train_tokens_per_s'] = statistics.median(tps[len(tps) // 10:] or tps)   # skip the compile/warm-up steps
     ev = ref/'eval'/'eval.json'
     if ev.exists():
@@ -342,8 +346,7 @@ def probe_rates(data: str|Path,            # the prepared dataset
             tc.update(store=str(scratch/'store'), data=str(data), out=str(scratch/'drafter'), steps=steps, eval_fraction=0.0,
                       eval_every=0, save_every=steps, resume=False)
             train(TrainConfig(**tc))
-            recs = [json.loads(l) for l in (scratch/'drafter'/'metrics.jsonl').read_text().split('\n') if l.strip()]
-            tps = [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
+            tps = _step_rates(scratch/'drafter'/'metrics.jsonl')
             if tps: out.update(train_tokens_per_s=statistics.median(tps[3:] or tps),
                                train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
         if eval_params is not None:
