@@ -118,7 +118,10 @@ def test_retries_exhausted_stop_the_run_and_it_resumes(tmp_path):
     with FakeOpenAI() as srv:
         regenerate(CONVS, OpenAIBackend(srv.url, **FAST), tmp_path/'ref.jsonl', cfg)
     out = tmp_path/'o.jsonl'
-    with FakeOpenAI(faults=[None, None] + ['503'] * 3) as srv:  # two answers, then the server stays down
+    # two answers, then the server stays down. Down for every attempt left, not just the failing conversation's 3: the pool's
+    # one worker starts the next queued conversation as soon as one fails, and a spare answer finishing before the main thread
+    # wakes would be kept (rightly) as a third answer in the log
+    with FakeOpenAI(faults=[None, None] + ['503'] * 9) as srv:
         with pytest.raises(EagleNbError, match='failed 3 times.*resume'):
             regenerate(CONVS, OpenAIBackend(srv.url, concurrency=1, retries=2, **FAST), out, cfg)
     assert not out.exists() and len(partial_path(out).read_text().splitlines()) == 3  # header + the two finished
