@@ -1,6 +1,7 @@
 """Real vLLM serving eagle_nb's speculators export (EAGLE-3 chain) beside plain vLLM: `eagle-nb eval --engine vllm` reads vLLM's
 spec-decode counters and checks losslessness; the plain server (prefix caching on, vLLM's default) is refused for extraction."""
 import json
+import torch
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -46,3 +47,21 @@ def test_extraction_refuses_prefix_caching(servers, target):
     from eagle_nb.vllm import VllmSource
     with pytest.raises(EagleNbError, match='--no-enable-prefix-caching'):
         VllmSource(target, urls=[servers['plain'].url])
+
+def test_tie_margins_read_the_plain_servers_own_logprobs(servers, target):
+    "Where outputs part, the verdict reads plain vLLM's top-1 minus top-2 log-prob there; it agrees with the target's own logits."
+    from eagle_nb.vllm import _generate, served_model, tie_margins
+    from eagle_nb.eval import load_eval_prompts
+    url = servers['plain'].url
+    name = served_model(url)['id']
+    ids = [p.input_ids for p in load_eval_prompts('humaneval', target.tokenizer, 2)]
+    ref, _ = _generate(url, name, ids, 12, 1)
+    d = [5, None]
+    m = tie_margins(url, name, ids, ref, d)
+    assert m[1] is None and isinstance(m[0], float) and m[0] >= 0, m
+    with torch.inference_mode():   # the same step in process (bf16 too, other kernels): the top-2 logit gap of the same path
+        logits = target.model(torch.tensor([list(ids[0]) + ref[0][:5]])).logits[0, -1].float()
+    top = logits.topk(2).values
+    assert abs(m[0] - float(top[0] - top[1])) < 0.5 + 0.05 * m[0], (m[0], float(top[0] - top[1]))
+    wrong = [[ref[0][0] + 1] + ref[0][1:], ref[1]]     # a path the server does not take: no margin, so no tie is claimed
+    assert tie_margins(url, name, ids, wrong, d)[0] is None
