@@ -1,0 +1,121 @@
+#!/usr/bin/env python
+"""Which draft shape pays most on this machine: one trained drafter, plain greedy decoding and several speculative shapes
+(chains of 1-4 steps, EAGLE-2 dynamic trees), measured side by side in one run on the same prompts.
+
+τ is the drafter's, but the speed-up is the machine's: a verify forward of k tokens costs about one plain step when the
+target is overhead-bound (a small model on a CPU) and k plain steps when it is compute-bound (a large one on a GPU at
+batch 1 it is neither), so the shape that pays most moves with the hardware. Per prompt, plain decoding runs once and
+every shape after it, the order rotated from prompt to prompt so drift and cache warmth fall on every shape alike; each
+output is checked against plain greedy (identical, or parting only at a numerical tie: see 04_eval). A shape is
+`STEPS` (a chain) or `STEPS,TOPK,DRAFT_TOKENS` (a tree: SGLang's --speculative-num-steps / -eagle-topk / -num-draft-tokens).
+
+    python bench/bench_draft_shape.py --drafter RUN/drafter --dataset RUN/data --limit 8 --max-new-tokens 64 \
+        --shapes 1,2,3,4,3:4:8,4:4:12 --json bench/results/draft_shape.json
+"""
+import argparse, json, os, sys, time
+from pathlib import Path
+import torch
+
+os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
+from eagle_nb.core import machine_info
+from eagle_nb.target import load_target
+from eagle_nb.specdec import SpecConfig, TargetDecoder, generate_plain, speculative_generate
+from eagle_nb.eval import checkpoint_dataset, load_eval_prompts, load_proposer_factory, tie_tolerance
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_shape(s: str) -> tuple[str, SpecConfig]:
+    "'3' -> a 3-step chain; '3:4:8' -> 3 steps, top-4, 8 tokens verified (root included)."
+    parts = [int(x) for x in s.split(':')]
+    if len(parts) == 1: return f'chain {parts[0]}', SpecConfig(num_steps=parts[0])
+    steps, topk, n = parts
+    return f'tree {steps}/{topk}/{n}', SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=n)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--target', default='smollm2-135m')
+    ap.add_argument('--drafter', default='random-init', help='drafter checkpoint directory (eagle-nb train --out); random-init (untrained: τ ~ 1, the real drafting cost) without one')
+    ap.add_argument('--prompts', default=f'humaneval,sharegpt-heldout,{ROOT}/configs/prompts/stdlib.jsonl')
+    ap.add_argument('--dataset', default='', help="prepared dataset whose held-out split 'sharegpt-heldout' reads")
+    ap.add_argument('--limit', type=int, default=8, help='prompts per set')
+    ap.add_argument('--max-new-tokens', type=int, default=64)
+    ap.add_argument('--shapes', default='1,2,3,4,3:4:8,4:4:12', help='comma-separated: STEPS (chain) or STEPS:TOPK:DRAFT_TOKENS (tree)')
+    ap.add_argument('--json', default='', help='write the results here too')
+    a = ap.parse_args()
+    shapes = [parse_shape(s) for s in a.shapes.split(',') if s]
+    for _, c in shapes: c.max_new_tokens = a.max_new_tokens
+    target = load_target(a.target)
+    factory, desc = load_proposer_factory(a.drafter, target)
+    dataset = a.dataset or (checkpoint_dataset(a.drafter) if Path(a.drafter).is_dir() else None)
+    sets = a.prompts
+    if not dataset and 'sharegpt-heldout' in sets.split(','):   # an untrained drafter has no held-out split to read
+        sets = ','.join(s for s in sets.split(',') if s != 'sharegpt-heldout')
+        print(f"no --dataset (and no checkpoint's): sharegpt-heldout left out; prompt sets {sets}")
+    prompts = load_eval_prompts(sets, target.tokenizer, a.limit or None, dataset)
+    probe = factory(prompts[0], [])
+    plain_dec, spec_dec = TargetDecoder(target), TargetDecoder(target, probe.aux_layer_ids)
+    tol = tie_tolerance(target.dtype)
+
+    def plain(p, n):
+        margins = []
+        t0 = time.perf_counter()
+        out = generate_plain(target, p.input_ids, n, decoder=plain_dec, margins=margins)
+        return out, time.perf_counter() - t0, margins
+
+    def spec(p, cfg):
+        t0 = time.perf_counter()
+        r = speculative_generate(target, factory(p, []), p.input_ids, cfg, decoder=spec_dec)
+        return r, time.perf_counter() - t0
+
+    for _, cfg in shapes:   # warm-up: every shape's first call (allocations, kernel choice) outside the clock
+        w = SpecConfig(num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens, max_new_tokens=8)
+        spec(prompts[0], w)
+    plain(prompts[0], 8)
+    load0 = os.getloadavg()
+    tot = {name: dict(tokens=0, seconds=0.0, rounds=0, accepted=0, draft_s=0.0, verify_s=0.0, lossless=0, at_tie=0) for name, _ in shapes}
+    plain_tokens, plain_s = 0, 0.0
+    t_start = time.time()
+    for i, p in enumerate(prompts):
+        ref, tp, margins = plain(p, a.max_new_tokens)
+        plain_tokens += len(ref); plain_s += tp
+        k = i % len(shapes)
+        for name, cfg in shapes[k:] + shapes[:k]:   # rotated: no shape always runs first or last
+            r, ts = spec(p, cfg)
+            t = tot[name]
+            t['tokens'] += len(r.tokens); t['seconds'] += ts; t['rounds'] += r.verify_count; t['accepted'] += sum(r.accepted)
+            t['draft_s'] += r.timings['draft']; t['verify_s'] += r.timings['verify']
+            diff = next((j for j, (x, y) in enumerate(zip(r.tokens, ref)) if x != y), None if len(r.tokens) == len(ref) else min(len(r.tokens), len(ref)))
+            t['lossless'] += diff is None
+            t['at_tie'] += diff is not None and diff < len(margins) and margins[diff] <= tol
+        print(f'prompt {i + 1}/{len(prompts)} ({p.set}): {time.time() - t_start:.0f} s', flush=True)
+    plain_rate = plain_tokens / plain_s
+    rows = []
+    for name, cfg in shapes:
+        t = tot[name]
+        rate = t['tokens'] / t['seconds']
+        rows.append(dict(shape=name, num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens,
+                         tau=(t['accepted'] + t['rounds']) / t['rounds'], tokens_per_s=rate, speedup=rate / plain_rate,
+                         draft_ms_per_round=1e3 * t['draft_s'] / t['rounds'], verify_ms_per_round=1e3 * t['verify_s'] / t['rounds'],
+                         verify_cost=(t['verify_s'] / t['rounds']) / (plain_s / plain_tokens),
+                         lossless=t['lossless'], lossless_up_to_ties=t['lossless'] + t['at_tie'], prompts=len(prompts)))
+    print(f"\nplain: {plain_rate:.2f} tokens/s ({1e3 * plain_s / plain_tokens:.1f} ms a token); {len(prompts)} prompts x "
+          f"{a.max_new_tokens} new tokens; load {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
+    print(f"{'shape':>14} {'tau':>6} {'speed-up':>9} {'draft ms':>9} {'verify ms':>10} {'verify/plain':>13} {'lossless':>9}")
+    for r in rows:
+        print(f"{r['shape']:>14} {r['tau']:6.3f} {r['speedup']:8.3f}x {r['draft_ms_per_round']:9.1f} {r['verify_ms_per_round']:10.1f} "
+              f"{r['verify_cost']:13.2f} {r['lossless_up_to_ties']:>4}/{r['prompts']}")
+    best = max(rows, key=lambda r: r['speedup'])
+    print(f"fastest here: {best['shape']} ({best['speedup']:.3f}x)")
+    if a.json:
+        doc = dict(bench='draft_shape', drafter=desc, dataset=dataset, prompts=sets, limit=a.limit, max_new_tokens=a.max_new_tokens,
+                   plain_tokens_per_s=plain_rate, plain_ms_per_token=1e3 * plain_s / plain_tokens, shapes=rows, load_before=load0,
+                   load_after=os.getloadavg(), machine=machine_info(), threads=torch.get_num_threads(),
+                   command='python bench/bench_draft_shape.py ' + ' '.join(sys.argv[1:]), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(doc, indent=1))
+
+
+if __name__ == '__main__':
+    main()
