@@ -60,7 +60,7 @@ def test_tie_margins_read_the_plain_servers_own_logprobs(servers, target):
     m = tie_margins(url, name, ids, ref, d)
     assert m[1] is None and isinstance(m[0], float) and m[0] >= 0, m
     with torch.inference_mode():   # the same step in process (bf16 too, other kernels): the top-2 logit gap of the same path
-        logits = target.model(torch.tensor([list(ids[0]) + ref[0][:5]])).logits[0, -1].float()
+        logits = target.model(torch.tensor([list(ids[0]) + ref[0][:5]], device=target.device)).logits[0, -1].float()
     top = logits.topk(2).values
     assert abs(m[0] - float(top[0] - top[1])) < 0.5 + 0.05 * m[0], (m[0], float(top[0] - top[1]))
     wrong = [[ref[0][0] + 1] + ref[0][1:], ref[1]]     # a path the server does not take: no margin, so no tie is claimed
