@@ -13,6 +13,7 @@ output is checked against plain greedy (identical, or parting only at a numerica
         --shapes 1,2,3,4,3:4:8,4:4:12 --json bench/results/draft_shape.json
 """
 import argparse, json, os, sys, time
+from dataclasses import replace
 from pathlib import Path
 import torch
 
@@ -20,17 +21,17 @@ os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
 from eagle_nb.core import machine_info
 from eagle_nb.target import load_target
 from eagle_nb.specdec import SpecConfig, TargetDecoder, generate_plain, speculative_generate
-from eagle_nb.eval import checkpoint_dataset, load_eval_prompts, load_proposer_factory, tie_tolerance
+from eagle_nb.eval import checkpoint_dataset, first_difference, load_eval_prompts, load_proposer_factory, tie_tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def parse_shape(s: str) -> tuple[str, SpecConfig]:
+def parse_shape(s: str, max_new_tokens: int) -> tuple[str, SpecConfig]:
     "'3' -> a 3-step chain; '3:4:8' -> 3 steps, top-4, 8 tokens verified (root included)."
     parts = [int(x) for x in s.split(':')]
-    if len(parts) == 1: return f'chain {parts[0]}', SpecConfig(num_steps=parts[0])
+    if len(parts) == 1: return f'chain {parts[0]}', SpecConfig(num_steps=parts[0], max_new_tokens=max_new_tokens)
     steps, topk, n = parts
-    return f'tree {steps}/{topk}/{n}', SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=n)
+    return f'tree {steps}/{topk}/{n}', SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=n, max_new_tokens=max_new_tokens)
 
 
 def main():
@@ -44,8 +45,7 @@ def main():
     ap.add_argument('--shapes', default='1,2,3,4,3:4:8,4:4:12', help='comma-separated: STEPS (chain) or STEPS:TOPK:DRAFT_TOKENS (tree)')
     ap.add_argument('--json', default='', help='write the results here too')
     a = ap.parse_args()
-    shapes = [parse_shape(s) for s in a.shapes.split(',') if s]
-    for _, c in shapes: c.max_new_tokens = a.max_new_tokens
+    shapes = [parse_shape(s, a.max_new_tokens) for s in a.shapes.split(',') if s]
     target = load_target(a.target)
     factory, desc = load_proposer_factory(a.drafter, target)
     dataset = a.dataset or (checkpoint_dataset(a.drafter) if Path(a.drafter).is_dir() else None)
@@ -69,9 +69,7 @@ def main():
         r = speculative_generate(target, factory(p, []), p.input_ids, cfg, decoder=spec_dec)
         return r, time.perf_counter() - t0
 
-    for _, cfg in shapes:   # warm-up: every shape's first call (allocations, kernel choice) outside the clock
-        w = SpecConfig(num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens, max_new_tokens=8)
-        spec(prompts[0], w)
+    for _, cfg in shapes: spec(prompts[0], replace(cfg, max_new_tokens=8))   # warm-up: each shape's first call outside the clock
     plain(prompts[0], 8)
     load0 = os.getloadavg()
     tot = {name: dict(tokens=0, seconds=0.0, rounds=0, accepted=0, draft_s=0.0, verify_s=0.0, lossless=0, at_tie=0) for name, _ in shapes}
@@ -86,7 +84,7 @@ def main():
             t = tot[name]
             t['tokens'] += len(r.tokens); t['seconds'] += ts; t['rounds'] += r.verify_count; t['accepted'] += sum(r.accepted)
             t['draft_s'] += r.timings['draft']; t['verify_s'] += r.timings['verify']
-            diff = next((j for j, (x, y) in enumerate(zip(r.tokens, ref)) if x != y), None if len(r.tokens) == len(ref) else min(len(r.tokens), len(ref)))
+            diff = first_difference(r.tokens, ref)
             t['lossless'] += diff is None
             t['at_tie'] += diff is not None and diff < len(margins) and margins[diff] <= tol
         print(f'prompt {i + 1}/{len(prompts)} ({p.set}): {time.time() - t_start:.0f} s', flush=True)

@@ -20,9 +20,9 @@ from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Prop
 __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SPEC_PROPOSED', 'SPEC_HISTOGRAM',
            'acceptance_metrics', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt', 'first_user_turn',
            'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts', 'random_init_drafter',
-           'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'EvalResult', 'evaluate',
-           'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed',
-           'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
+           'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'first_difference', 'EvalResult',
+           'evaluate', 'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even',
+           'explain_speed', 'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
 
 # %% ../nbs/04_eval.ipynb #abdf7430
 def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepted draft tokens (bonus excluded)
@@ -242,6 +242,10 @@ def tie_tolerance(dtype: torch.dtype) -> float:
     "Logit margin under which plain and speculative greedy may part ways for numerical reasons (see 04a_specdec)."
     return {torch.bfloat16: 1.0, torch.float16: 0.25}.get(dtype, 1e-3)
 
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int|None:
+    "First step where two generations part (the shorter one's length if it is a prefix of the other); None if equal."
+    return next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+
 def _clock(device: torch.device) -> tuple[float, float]:
     "(wall, this process's CPU) seconds, after the device finished its work."
     if device.type == 'cuda': torch.cuda.synchronize(device)
@@ -340,7 +344,7 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
             ref, tp = run_plain(p, i); r, ts = run_spec(p, i, ref)
         else:
             r, ts = run_spec(p, i, None); ref, tp = run_plain(p, i)
-        diff = next((j for j, (a, b) in enumerate(zip(r.tokens, ref)) if a != b), None if len(r.tokens) == len(ref) else min(len(r.tokens), len(ref)))
+        diff = first_difference(r.tokens, ref)
         at_tie = diff is not None and diff < len(margins) and margins[diff] <= tie_tolerance(target.dtype)
         rows.append(dict(set=p.set, id=p.id, prompt_tokens=len(p.input_ids), new_tokens=len(r.tokens), plain_tokens=len(ref),
                          verify=r.verify_count, tau=r.accept_length, accepted=sum(r.accepted), drafted=sum(r.drafted),

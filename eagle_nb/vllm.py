@@ -458,7 +458,7 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                    in_process: bool = True) -> dict:   # eagle_nb's own τ on the same prompts beside vLLM's
     "Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness; eagle_nb's τ beside."
     from eagle_nb.drafter import export_speculators
-    from eagle_nb.eval import tie_tolerance
+    from eagle_nb.eval import first_difference, tie_tolerance
     run_dir = Path(run_dir) if run_dir else runs_dir()/f"vllm-eval-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     model = _load_drafter_for_export(drafter, target)
@@ -497,8 +497,7 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
         same = [a == b for a, b in zip(out['plain']['sequential'], out['spec']['sequential'])]
         same_b = [a == b for a, b in zip(out['plain']['batch'], out['spec']['batch'])]
         plain_batch_same = [a == b for a, b in zip(out['plain']['batch'], out['plain']['sequential'])]   # batching's own numerics
-        first_diff = [next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
-                      for a, b in zip(out['plain']['sequential'], out['spec']['sequential'])]
+        first_diff = [first_difference(a, b) for a, b in zip(out['plain']['sequential'], out['spec']['sequential'])]
         # bf16 on a CPU: a verify forward of several rows may round differently from plain's one row, and where the target's top
         # two logits are that close greedy parts ways (as plain batched vs plain one at a time does); read the margin there
         margins = tie_margins(servers_urls['plain'], names['plain'], ids, out['plain']['sequential'], first_diff)
