@@ -7,10 +7,12 @@ target is overhead-bound (a small model on a CPU) and k plain steps when it is c
 batch 1 it is neither), so the shape that pays most moves with the hardware. Per prompt, plain decoding runs once and
 every shape after it, the order rotated from prompt to prompt so drift and cache warmth fall on every shape alike; each
 output is checked against plain greedy (identical, or parting only at a numerical tie: see 04_eval). A shape is
-`STEPS` (a chain) or `STEPS,TOPK,DRAFT_TOKENS` (a tree: SGLang's --speculative-num-steps / -eagle-topk / -num-draft-tokens).
+`STEPS` (a chain) or `STEPS:TOPK:DRAFT_TOKENS` (a tree: SGLang's --speculative-num-steps / -eagle-topk / -num-draft-tokens),
+either followed by `@P` for dynamic draft length (SpecConfig.min_draft_prob: no draft below cumulative probability P); with
+fixed chains of 1 step and more in the run, it prints the floor above which a draft pays on this machine.
 
     python bench/bench_draft_shape.py --drafter RUN/drafter --dataset RUN/data --limit 8 --max-new-tokens 64 \
-        --shapes 1,2,3,4,3:4:8,4:4:12 --json bench/results/draft_shape.json
+        --shapes 1,2,3,3@0.1,3:4:8,5:8:16@0.14 --json bench/results/draft_shape.json
 """
 import argparse, json, os, sys, time
 from dataclasses import replace
@@ -27,11 +29,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_shape(s: str, max_new_tokens: int) -> tuple[str, SpecConfig]:
-    "'3' -> a 3-step chain; '3:4:8' -> 3 steps, top-4, 8 tokens verified (root included)."
-    parts = [int(x) for x in s.split(':')]
-    if len(parts) == 1: return f'chain {parts[0]}', SpecConfig(num_steps=parts[0], max_new_tokens=max_new_tokens)
+    "'3' -> a 3-step chain; '3:4:8' -> 3 steps, top-4, 8 tokens verified (root included); '@P' after either: min_draft_prob P."
+    s, _, floor = s.partition('@')
+    parts, p = [int(x) for x in s.split(':')], float(floor or 0)
+    at = f' @{p:g}' if p else ''
+    if len(parts) == 1:
+        return f'chain {parts[0]}{at}', SpecConfig(num_steps=parts[0], max_new_tokens=max_new_tokens, min_draft_prob=p)
     steps, topk, n = parts
-    return f'tree {steps}/{topk}/{n}', SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=n, max_new_tokens=max_new_tokens)
+    return f'tree {steps}/{topk}/{n}{at}', SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=n,
+                                                       max_new_tokens=max_new_tokens, min_draft_prob=p)
+
+
+def draft_floor(rows: list[dict]) -> dict|None:
+    "From the fixed chains measured (1 step and the longest): what one more draft token costs, and the acceptance it needs to pay."
+    fixed = {r['num_steps']: r for r in rows if r['topk'] == 1 and not r['min_draft_prob']}
+    if 1 not in fixed or len(fixed) < 2: return None
+    one, k = fixed[1], max(fixed)
+    long = fixed[k]
+    per_draft = ((long['draft_ms_per_round'] + long['verify_ms_per_round']) - (one['draft_ms_per_round'] + one['verify_ms_per_round'])) / (k - 1)
+    per_token = (one['draft_ms_per_round'] + one['verify_ms_per_round']) / one['tau']
+    return dict(ms_per_draft=per_draft, ms_per_token=per_token, min_draft_prob=max(0.0, per_draft / per_token), from_chains=[1, k])
 
 
 def main():
@@ -72,7 +89,7 @@ def main():
     for _, cfg in shapes: spec(prompts[0], replace(cfg, max_new_tokens=8))   # warm-up: each shape's first call outside the clock
     plain(prompts[0], 8)
     load0 = os.getloadavg()
-    tot = {name: dict(tokens=0, seconds=0.0, rounds=0, accepted=0, draft_s=0.0, verify_s=0.0, lossless=0, at_tie=0) for name, _ in shapes}
+    tot = {name: dict(tokens=0, seconds=0.0, rounds=0, accepted=0, drafted=0, draft_s=0.0, verify_s=0.0, lossless=0, at_tie=0) for name, _ in shapes}
     plain_tokens, plain_s = 0, 0.0
     t_start = time.time()
     for i, p in enumerate(prompts):
@@ -82,7 +99,7 @@ def main():
         for name, cfg in shapes[k:] + shapes[:k]:   # rotated: no shape always runs first or last
             r, ts = spec(p, cfg)
             t = tot[name]
-            t['tokens'] += len(r.tokens); t['seconds'] += ts; t['rounds'] += r.verify_count; t['accepted'] += sum(r.accepted)
+            t['tokens'] += len(r.tokens); t['seconds'] += ts; t['rounds'] += r.verify_count; t['accepted'] += sum(r.accepted); t['drafted'] += sum(r.drafted)
             t['draft_s'] += r.timings['draft']; t['verify_s'] += r.timings['verify']
             diff = first_difference(r.tokens, ref)
             t['lossless'] += diff is None
@@ -93,21 +110,26 @@ def main():
     for name, cfg in shapes:
         t = tot[name]
         rate = t['tokens'] / t['seconds']
-        rows.append(dict(shape=name, num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens,
+        rows.append(dict(shape=name, num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens, min_draft_prob=cfg.min_draft_prob,
+                         drafted_per_round=t['drafted'] / t['rounds'],
                          tau=(t['accepted'] + t['rounds']) / t['rounds'], tokens_per_s=rate, speedup=rate / plain_rate,
                          draft_ms_per_round=1e3 * t['draft_s'] / t['rounds'], verify_ms_per_round=1e3 * t['verify_s'] / t['rounds'],
                          verify_cost=(t['verify_s'] / t['rounds']) / (plain_s / plain_tokens),
                          lossless=t['lossless'], lossless_up_to_ties=t['lossless'] + t['at_tie'], prompts=len(prompts)))
     print(f"\nplain: {plain_rate:.2f} tokens/s ({1e3 * plain_s / plain_tokens:.1f} ms a token); {len(prompts)} prompts x "
           f"{a.max_new_tokens} new tokens; load {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
-    print(f"{'shape':>14} {'tau':>6} {'speed-up':>9} {'draft ms':>9} {'verify ms':>10} {'verify/plain':>13} {'lossless':>9}")
+    print(f"{'shape':>14} {'tau':>6} {'speed-up':>9} {'draft ms':>9} {'verify ms':>10} {'verify/plain':>13} {'drafted':>8} {'lossless':>9}")
     for r in rows:
         print(f"{r['shape']:>14} {r['tau']:6.3f} {r['speedup']:8.3f}x {r['draft_ms_per_round']:9.1f} {r['verify_ms_per_round']:10.1f} "
-              f"{r['verify_cost']:13.2f} {r['lossless_up_to_ties']:>4}/{r['prompts']}")
+              f"{r['verify_cost']:13.2f} {r['drafted_per_round']:8.2f} {r['lossless_up_to_ties']:>4}/{r['prompts']}")
     best = max(rows, key=lambda r: r['speedup'])
     print(f"fastest here: {best['shape']} ({best['speedup']:.3f}x)")
+    floor = draft_floor(rows)
+    if floor: print(f"cost model from the fixed chains: a draft token costs {floor['ms_per_draft']:.1f} ms (drafting + its verify row) "
+                    f"and a 1-step chain makes a token every {floor['ms_per_token']:.1f} ms, so a draft pays where its cumulative "
+                    f"probability is >= {floor['min_draft_prob']:.2f} (--min-draft-prob; a calibrated drafter's probability is its acceptance rate)")
     if a.json:
-        doc = dict(bench='draft_shape', drafter=desc, dataset=dataset, prompts=sets, limit=a.limit, max_new_tokens=a.max_new_tokens,
+        doc = dict(bench='draft_shape', cost_model_floor=floor, drafter=desc, dataset=dataset, prompts=sets, limit=a.limit, max_new_tokens=a.max_new_tokens,
                    plain_tokens_per_s=plain_rate, plain_ms_per_token=1e3 * plain_s / plain_tokens, shapes=rows, load_before=load0,
                    load_after=os.getloadavg(), machine=machine_info(), threads=torch.get_num_threads(),
                    command='python bench/bench_draft_shape.py ' + ' '.join(sys.argv[1:]), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))

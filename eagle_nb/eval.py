@@ -6,7 +6,7 @@
 from __future__ import annotations
 import argparse, gzip, json, math, os, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -180,8 +180,7 @@ def replay_reference(target, prompt: list[int], plain: list[int], config: SpecCo
     # bound. Replaying the speculative run's own output moves the first difference further each round (the verify
     # forwards up to it are the same computations), so a few rounds give a reference it accepts throughout.
     cur = list(plain)
-    cfg = SpecConfig(num_steps=config.num_steps, topk=config.topk, num_draft_tokens=config.num_draft_tokens,
-                     max_new_tokens=max(1, len(plain)))             # plain's length: it stopped at max_new_tokens or a stop token
+    cfg = replace(config, temperature=0.0, max_new_tokens=max(1, len(plain)))   # plain's length: it stopped at max_new_tokens or a stop token
     for _ in range(rounds):
         out = speculative_generate(target, ReplayDrafter(target.vocab_size, prompt, cur), prompt, cfg).tokens
         if out == cur: break
@@ -225,6 +224,7 @@ class EvalConfig:
     num_steps: int = 3             # draft depth (SGLang --speculative-num-steps)
     topk: int = 1                  # branches per node, 1 for a chain (SGLang --speculative-eagle-topk)
     num_draft_tokens: int = 0      # tokens verified per round incl. the root (0: num_steps+1 for a chain, 1+topk*num_steps for a tree)
+    min_draft_prob: float = 0.0    # dynamic draft length: stop drafting where the draft's cumulative probability falls below this (0: fixed shape)
     temperature: float = 0.0       # 0 for greedy, every output checked identical to plain decoding
     seed: int = 0                  # sampling seed
     device: str = ''               # empty: CUDA when available, else CPU
@@ -236,7 +236,7 @@ class EvalConfig:
 
     def spec_config(self) -> SpecConfig:
         return SpecConfig(num_steps=self.num_steps, topk=self.topk, num_draft_tokens=self.num_draft_tokens or None,
-                          temperature=self.temperature, max_new_tokens=self.max_new_tokens)
+                          temperature=self.temperature, max_new_tokens=self.max_new_tokens, min_draft_prob=self.min_draft_prob)
 
 def tie_tolerance(dtype: torch.dtype) -> float:
     "Logit margin under which plain and speculative greedy may part ways for numerical reasons (see 04a_specdec)."
@@ -334,8 +334,7 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
         r = speculative_generate(target, d, p.input_ids, cfg, generator=gen(i), decoder=spec_dec)
         return r, _elapsed(t0, dev)
     if warmup:
-        w = SpecConfig(num_steps=spec.num_steps, topk=spec.topk, num_draft_tokens=spec.num_draft_tokens,
-                       temperature=spec.temperature, max_new_tokens=min(8, spec.max_new_tokens))
+        w = replace(spec, max_new_tokens=min(8, spec.max_new_tokens))
         ref, _ = run_plain(prompts[0], -1, w.max_new_tokens); run_spec(prompts[0], -1, ref, w)
     rows, rounds = [], {}
     needs_ref = getattr(factory, 'needs_reference', False)

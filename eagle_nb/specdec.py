@@ -267,6 +267,7 @@ class SpecConfig:
     num_draft_tokens: int|None = None  # tokens verified per round incl. the root (--speculative-num-draft-tokens); chain: num_steps+1
     temperature: float = 0.0         # 0 = greedy (lossless: identical to plain greedy)
     max_new_tokens: int = 128
+    min_draft_prob: float = 0.0      # dynamic draft length: drop nodes whose cumulative draft probability is below this (0: fixed shape)
 
     def __post_init__(self):
         if self.num_steps < 1: raise EagleNbError(f"num_steps={self.num_steps}: must be >= 1")
@@ -282,6 +283,7 @@ class SpecConfig:
                                f"(1 + topk + (num_steps-1)*topk^2) for num_steps={self.num_steps}, topk={self.topk}")
         if self.temperature < 0: raise EagleNbError(f"temperature={self.temperature}: must be >= 0")
         if self.max_new_tokens < 1: raise EagleNbError(f"max_new_tokens={self.max_new_tokens}: must be >= 1")
+        if not 0 <= self.min_draft_prob < 1: raise EagleNbError(f"min_draft_prob={self.min_draft_prob}: must be in [0, 1)")
 
     @property
     def chain(self) -> bool: return self.topk == 1
@@ -298,20 +300,26 @@ class DraftTree:
 
 def build_draft_tree(drafter: Drafter, root_token: int, config: SpecConfig,
                      generator: torch.Generator|None = None) -> DraftTree:
-    "Draft `config.num_steps` levels from `root_token` and keep the best `num_draft_tokens - 1` nodes (EAGLE-2 dynamic tree)."
+    "Draft up to `config.num_steps` levels from `root_token` and keep the best `num_draft_tokens - 1` nodes (EAGLE-2 dynamic tree), none below `min_draft_prob`."
     root = DraftNode(int(root_token))
     frontier, made = [root], []
     sample = config.chain and config.temperature > 0
+    floor = math.log(config.min_draft_prob) if config.min_draft_prob > 0 else -math.inf
     for depth in range(1, config.num_steps + 1):
         logq = drafter.expand(frontier).float().cpu()                   # (len(frontier), V)
         if sample:                                                       # chain sampling: draw from q at the temperature
             q = torch.softmax(logq[0].double() / config.temperature, -1)
+            # the floor is judged on q before the draw and a drawn token is always kept: dropping unlikely *draws*
+            # would bias the output (only the average over all draws is the target's p)
+            if frontier[0].score + float(torch.log(q.max())) < floor: break
             tok = int(torch.multinomial(q, 1, generator=generator))
             kids = [DraftNode(tok, frontier[0], depth, frontier[0].score + float(torch.log(q[tok])), q=q)]
         else:
             vals, idx = logq.topk(config.topk, dim=-1)                   # (len(frontier), topk)
             kids = [DraftNode(int(idx[i, j]), frontier[i], depth, frontier[i].score + float(vals[i, j]))
                     for i in range(len(frontier)) for j in range(config.topk)]
+            kids = [k for k in kids if k.score >= floor]                 # too unlikely to be accepted: not worth a row
+        if not kids: break                                               # nothing left to extend: stop drafting early
         made += kids
         frontier = sorted(kids, key=lambda n: -n.score)[:config.topk]   # stable: ties keep draft order
     order = {id(n): i for i, n in enumerate(made)}

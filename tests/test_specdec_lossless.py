@@ -12,6 +12,9 @@ WORDS = ("the quick brown fox jumps over lazy dog def add return print hello wor
          "France Paris helpful assistant today how can I help you x = 1 + 2").split()
 CHAIN = SpecConfig(num_steps=3, max_new_tokens=24)
 TREE = SpecConfig(num_steps=4, topk=3, num_draft_tokens=10, max_new_tokens=24)
+# dynamic draft length: rounds that draft nothing (a plain step), stop early, or prune a tree's unlikely branches
+CHAIN_FLOOR = SpecConfig(num_steps=4, max_new_tokens=24, min_draft_prob=0.5)
+TREE_FLOOR = SpecConfig(num_steps=4, topk=3, num_draft_tokens=10, max_new_tokens=24, min_draft_prob=0.05)
 
 
 @pytest.fixture(autouse=True, scope='module')
@@ -36,7 +39,7 @@ def drafters(t, prompt, ref):
     return {'random': RandomDrafter(V, seed=len(prompt)), 'replay': ReplayDrafter(V, prompt, ref), 'ngram': NGramDrafter(V)}
 
 
-@pytest.mark.parametrize('cfg', [CHAIN, TREE], ids=['chain', 'tree'])
+@pytest.mark.parametrize('cfg', [CHAIN, TREE, CHAIN_FLOOR, TREE_FLOOR], ids=['chain', 'tree', 'chain-floor', 'tree-floor'])
 def test_lossless_40_prompts_llama(cfg):
     t = tiny_target('llama', num_layers=4)
     taus = {'random': [], 'replay': [], 'ngram': []}

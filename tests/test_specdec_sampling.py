@@ -12,6 +12,7 @@ rejection). Two tests, both with significance 1e-3 and fixed seeds (deterministi
 Power: the same tests with the acceptance rule deliberately broken (resample from p instead of the residual;
 accept every draft) must reject. They do, by wide margins (see the asserts)."""
 import math
+from dataclasses import replace
 import pytest, torch
 import eagle_nb.specdec as sd
 from eagle_nb.specdec import (SpecConfig, speculative_generate, ModelDrafter, RandomDrafter, pit_values,
@@ -21,6 +22,8 @@ from eagle_nb.target import tiny_target
 T = 0.8
 CHAIN = SpecConfig(num_steps=3, temperature=T, max_new_tokens=10)
 TREE = SpecConfig(num_steps=3, topk=2, num_draft_tokens=6, temperature=T, max_new_tokens=10)
+# dynamic draft length: a chain that stops where its best draft's cumulative probability falls below the floor
+CHAIN_FLOOR = SpecConfig(num_steps=3, temperature=T, max_new_tokens=10, min_draft_prob=0.02)   # about the median best q
 
 
 @pytest.fixture(autouse=True, scope='module')
@@ -54,7 +57,7 @@ def pit_stat(t, cfg, runs, seed=0):
     return stat, crit, sum(tau) / len(tau)
 
 
-@pytest.mark.parametrize('cfg', [CHAIN, TREE], ids=['chain', 'tree'])
+@pytest.mark.parametrize('cfg', [CHAIN, TREE, CHAIN_FLOOR], ids=['chain', 'tree', 'chain-floor'])
 def test_sampling_preserves_distribution_pit(target, cfg):
     stat, crit, tau = pit_stat(target, cfg, 80)
     assert 1.1 < tau, tau           # both acceptances and rejections happen
@@ -100,12 +103,12 @@ def pooled_chi2(counts, probs, min_expected=5.0):
     return stat, len(cells) - 1
 
 
-def marginal_stat(t, cfg, runs, seed=0):
+def marginal_stat(t, cfg, runs, seed=0, drafter=flat_drafter):
     pr = t.tokenizer("The quick brown").input_ids
     g = torch.Generator().manual_seed(seed)
     counts = torch.zeros(t.vocab_size, dtype=torch.float64)
     for _ in range(runs):
-        r = speculative_generate(t, flat_drafter(t), pr, cfg, stop_ids=[], generator=g)
+        r = speculative_generate(t, drafter(t), pr, cfg, stop_ids=[], generator=g)
         counts[r.tokens[1]] += 1
     stat, dof = pooled_chi2(counts, exact_second_token_marginal(t, pr, cfg.temperature))
     return stat, chi2_critical(dof), dof
@@ -126,3 +129,40 @@ def test_first_speculative_token_exact_marginal(target, cfg, monkeypatch):
 def test_chi2_critical_values():
     # Wilson-Hilferty vs tabulated chi-square quantiles at 1e-3: dof 19 -> 43.82, dof 50 -> 86.66
     assert abs(chi2_critical(19) - 43.82) < 0.3 and abs(chi2_critical(50) - 86.66) < 0.3
+
+
+
+class TopMixDrafter(sd.Drafter):
+    "q = w on the target's own top token + (1 - w) spread evenly: with a floor between 1/V and w, one draw in two is 'unlikely'."
+    def __init__(self, t, w=0.5): self.t, self.vocab_size, self.w = t, t.vocab_size, w
+    def expand(self, nodes):
+        with torch.no_grad(): top = self.t.model(torch.tensor([self.node_context(n) for n in nodes])).logits[:, -1].argmax(-1)
+        q = torch.full((len(nodes), self.vocab_size), (1 - self.w) / self.vocab_size)
+        q[torch.arange(len(nodes)), top] += self.w
+        return q.log() * T          # the loop samples softmax(logq / T) = q
+
+
+def drop_unlikely_draws(floor):
+    "The wrong way to shorten a sampled chain: draw every step, then drop the draws whose probability is below the floor."
+    real = sd.build_draft_tree
+    def build(drafter, root_token, config, generator=None):
+        tree = real(drafter, root_token, replace(config, min_draft_prob=0.0), generator)
+        k = next((i for i, n in enumerate(tree.nodes) if i and n.score < math.log(floor)), len(tree))   # chain: scores fall with depth
+        return sd.DraftTree(tree.nodes[:k], tree.parents[:k])
+    return build
+
+
+@pytest.mark.slow
+def test_draft_floor_is_judged_before_the_draw(monkeypatch):
+    """min_draft_prob with sampling is judged on q before the draw, and every draw is kept: the first speculative token
+    keeps its exact marginal. Dropping the unlikely draws after the draw biases the output toward what the kept draws
+    produce (only the average over all draws is p); on a target peaked enough that a draw of its top token is accepted
+    far more often than p says, the same test sees that bias."""
+    t = tiny_target('llama', num_layers=2, seed=3)
+    with torch.no_grad(): t.model.lm_head.weight.mul_(12)
+    cfg = SpecConfig(num_steps=1, temperature=T, max_new_tokens=2, min_draft_prob=0.1)
+    stat, crit, dof = marginal_stat(t, cfg, 1500, drafter=TopMixDrafter)
+    assert dof >= 10 and stat < crit, (stat, crit, dof)
+    monkeypatch.setattr(sd, 'build_draft_tree', drop_unlikely_draws(0.1))
+    stat, crit, dof = marginal_stat(t, cfg, 1500, drafter=TopMixDrafter)
+    assert stat > 1.5 * crit, (stat, crit, dof)
