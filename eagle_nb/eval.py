@@ -18,11 +18,12 @@ from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Prop
 
 # %% auto #0
 __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SPEC_PROPOSED', 'SPEC_HISTOGRAM',
-           'acceptance_metrics', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt', 'first_user_turn',
-           'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts', 'random_init_drafter',
-           'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'first_difference', 'EvalResult',
-           'evaluate', 'plot_alpha', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even',
-           'explain_speed', 'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
+           'acceptance_metrics', 'calibration', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt',
+           'first_user_turn', 'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts',
+           'random_init_drafter', 'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance',
+           'first_difference', 'EvalResult', 'evaluate', 'plot_alpha', 'plot_calibration', 'plot_tau', 'eval_document',
+           'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed', 'sglang_server_info', 'sglang_metrics',
+           'sglang_spec_benchmark', 'eval_main']
 
 # %% ../nbs/04_eval.ipynb #abdf7430
 def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepted draft tokens (bonus excluded)
@@ -48,6 +49,20 @@ def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepte
                 draft_acceptance_rate=acc / drf if drf else None, accepted_drafts=acc, proposed_drafts=drf,
                 histogram=hist,   # rounds that accepted 0..S drafts (SGLang's spec_correct_drafts_histogram)
                 sglang_spec_accept_length=None if completion_tokens is None else completion_tokens / n)
+
+def calibration(judged: Sequence[tuple[float, bool]],   # (draft probability given its parent, accepted) per judged draft
+                bins: int = 10) -> dict:
+    "Is the drafter's confidence its acceptance rate? Judged drafts in equal-width probability bins: count, mean probability, acceptance; ECE."
+    if not judged: return dict(judged=0, mean_prob=None, accept_rate=None, ece=None, bins=[])
+    out = []
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        inb = [(p, a) for p, a in judged if lo <= p < hi or (b == bins - 1 and p >= hi)]
+        out.append(dict(lo=lo, hi=hi, n=len(inb), mean_prob=sum(p for p, _ in inb) / len(inb) if inb else None,
+                        accept_rate=sum(a for _, a in inb) / len(inb) if inb else None))
+    n = len(judged)
+    ece = sum(b['n'] / n * abs(b['mean_prob'] - b['accept_rate']) for b in out if b['n'])
+    return dict(judged=n, mean_prob=sum(p for p, _ in judged) / n, accept_rate=sum(a for _, a in judged) / n, ece=ece, bins=out)
 
 def alpha_from_histogram(hist: Sequence[int]) -> list[float|None]:
     "Chain α_k from a histogram of accepted drafts per round (SGLang's `spec_correct_drafts_histogram`)."
@@ -275,6 +290,10 @@ class EvalResult:
         return acceptance_metrics(get('accepted'), get('tried'), get('drafted'), self.spec.num_steps,
                                   sum(self.rounds[s]['completion_tokens'] for s in sets))
 
+    def calibration(self, prompt_set: str|None = None, bins: int = 10) -> dict:
+        "Draft probability against acceptance over every judged draft (greedy runs; empty with sampling)."
+        return calibration([x for s in ([prompt_set] if prompt_set else list(self.rounds)) for x in self.rounds[s].get('judged', [])], bins)
+
     def speed(self, prompt_set: str|None = None) -> dict:
         rows = [r for r in self.rows if prompt_set in (None, r['set'])]
         sp, pl = sum(r['spec_s'] for r in rows), sum(r['plain_s'] for r in rows)
@@ -352,8 +371,8 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
                          lossless=(diff is None) if spec.temperature == 0 else None, first_difference=diff,
                          difference_at_tie=at_tie if spec.temperature == 0 else None,
                          draft_s=r.timings.get('draft'), verify_s=r.timings.get('verify')))
-        agg = rounds.setdefault(p.set, dict(accepted=[], tried=[], drafted=[], completion_tokens=0))
-        agg['accepted'] += r.accepted; agg['tried'] += r.tried; agg['drafted'] += r.drafted
+        agg = rounds.setdefault(p.set, dict(accepted=[], tried=[], drafted=[], judged=[], completion_tokens=0))
+        agg['accepted'] += r.accepted; agg['tried'] += r.tried; agg['drafted'] += r.drafted; agg['judged'] += r.judged
         agg['completion_tokens'] += len(r.tokens)
     plain_dec.close(); spec_dec.close()
     return EvalResult(rows, rounds, spec, dict(info or {}))
@@ -370,6 +389,20 @@ def plot_alpha(result: EvalResult, ax=None):
         ax.bar([k + 1 + (j - (len(sets) - 1) / 2) * w for k in range(S)], a, width=w, label=s)
     ax.set_xticks(range(1, S + 1)); ax.set_xlabel('draft depth k'); ax.set_ylabel('α_k'); ax.set_ylim(0, 1)
     ax.set_title('per-position acceptance'); ax.legend(fontsize=8)
+    return ax
+
+def plot_calibration(result: EvalResult, ax=None):
+    "Reliability diagram: acceptance rate against the drafter's probability for its draft (given the parent), per bin; the diagonal is calibrated."
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(4, 3))[1]
+    c = result.calibration()
+    ax.plot([0, 1], [0, 1], ls='--', c='gray', lw=1)
+    bs = [b for b in c['bins'] if b['n']]
+    if bs:
+        ax.scatter([b['mean_prob'] for b in bs], [b['accept_rate'] for b in bs], s=[10 + 150 * b['n'] / c['judged'] for b in bs])
+        ax.set_title(f"calibration: {c['judged']} judged drafts, ECE {c['ece']:.3f}", fontsize=9)
+    else: ax.set_title('calibration: no judged drafts (sampling, or nothing drafted)', fontsize=9)
+    ax.set(xlabel='draft probability (given its parent)', ylabel='accepted', xlim=(0, 1), ylim=(0, 1))
     return ax
 
 def plot_tau(result: EvalResult, ax=None):
@@ -410,6 +443,7 @@ def eval_document(result: EvalResult) -> dict:
                 metrics=dict(all=result.metrics(), by_set={s: result.metrics(s) for s in sets}),
                 speed=dict(all=clean(result.speed()), by_set={s: clean(result.speed(s)) for s in sets}),
                 break_even=dict(all=clean(break_even(result)), by_set={s: clean(break_even(result, s)) for s in sets}),
+                calibration=dict(all=result.calibration(), by_set={s: result.calibration(s) for s in sets}),
                 conventions=CONVENTIONS, prompts=[clean(r) for r in result.rows])
 
 def checkpoint_dataset(ckpt: str|Path) -> str|None:

@@ -376,6 +376,7 @@ class SpecResult:
     accepted: list[int] = field(default_factory=list)   # per verify round: draft tokens accepted (bonus excluded)
     tried: list[int] = field(default_factory=list)      # per round: draft depths the target judged
     drafted: list[int] = field(default_factory=list)    # per round: draft tokens verified (tree size - 1)
+    judged: list[tuple[float, bool]] = field(default_factory=list)  # greedy: every draft the target judged, (draft prob given its parent, accepted)
     target_forwards: int = 0                            # prefill + verify forwards
     timings: dict = field(default_factory=dict)         # seconds: prefill, draft, verify, total
 
@@ -424,6 +425,10 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
         path, bonus, tried = verify_tree(logits, tree, cfg.temperature, generator)
         t2 = time.perf_counter()
         res.accepted.append(len(path) - 1); res.tried.append(tried); res.drafted.append(len(tree) - 1)
+        if cfg.temperature <= 0:                                        # judged = its parent was accepted (calibration)
+            on = set(path)
+            res.judged += [(math.exp(tree.nodes[i].score - tree.nodes[q].score), i in on)
+                           for i, q in enumerate(tree.parents) if i and q in on]
 
         new = [tree.nodes[i].token for i in path[1:]] + [bonus]
         for tok in new:                                                 # stop exactly where plain decoding would

@@ -166,3 +166,22 @@ def _eagle_smollm2(t):
     d = Eagle3Drafter(c, t.model.get_input_embeddings().weight)
     d.set_vocab(*vocab_map(list(range(4096)), t.vocab_size))
     return d   # fp32 drafter fed bf16 aux: Eagle3Proposer casts
+
+
+def test_judged_drafts_record_probability_and_outcome():
+    "Greedy runs keep (draft probability given the parent, accepted) for every draft the target judged: the eval's calibration."
+    t = tiny_target('llama', num_layers=2)
+    pr = make_prompts(t, 1, seed=4)[0]
+    ref = generate_plain(t, pr, 16, stop_ids=[])
+    chain = SpecConfig(num_steps=3, max_new_tokens=16)
+    r = speculative_generate(t, ReplayDrafter(t.vocab_size, pr, ref), pr, chain, stop_ids=[])
+    assert r.judged and all(a for _, a in r.judged) and all(abs(p - 0.9) < 1e-6 for p, _ in r.judged)   # replay: 0.9 each
+    for d, cfg in [(RandomDrafter(t.vocab_size), chain), (NGramDrafter(t.vocab_size), chain), (ReplayDrafter(t.vocab_size, pr, ref), TREE)]:
+        r = speculative_generate(t, d, pr, cfg, stop_ids=[])
+        assert sum(a for _, a in r.judged) == sum(r.accepted)          # the accepted ones are exactly the accepted drafts
+        if cfg.chain: assert len(r.judged) == sum(r.tried)             # a chain judges its accepted drafts and the next one
+        else: assert len(r.judged) > sum(r.tried)                      # a tree also judges the siblings on the path
+        assert all(0 < p <= 1 for p, _ in r.judged)
+    r = speculative_generate(t, RandomDrafter(t.vocab_size), pr, SpecConfig(num_steps=2, temperature=0.8, max_new_tokens=8),
+                             stop_ids=[], generator=torch.Generator().manual_seed(0))
+    assert r.judged == []                                              # sampling: acceptance is random, nothing recorded
