@@ -10,7 +10,10 @@ rejection). Two tests, both with significance 1e-3 and fixed seeds (deterministi
    cells pooled to expected counts >= 5, dof = cells - 1.
 
 Power: the same tests with the acceptance rule deliberately broken (resample from p instead of the residual;
-accept every draft) must reject. They do, by wide margins (see the asserts)."""
+accept every draft) must reject. They do, by wide margins (see the asserts).
+
+Dynamic draft length (`min_draft_prob`) runs through both tests too; a third checks that a sampled chain's floor is
+judged before the draw: test 2 passes the rule as built and rejects the biased one (drop the unlikely draws)."""
 import math
 from dataclasses import replace
 import pytest, torch
@@ -24,6 +27,7 @@ CHAIN = SpecConfig(num_steps=3, temperature=T, max_new_tokens=10)
 TREE = SpecConfig(num_steps=3, topk=2, num_draft_tokens=6, temperature=T, max_new_tokens=10)
 # dynamic draft length: a chain that stops where its best draft's cumulative probability falls below the floor
 CHAIN_FLOOR = SpecConfig(num_steps=3, temperature=T, max_new_tokens=10, min_draft_prob=0.02)   # about the median best q
+TREE_FLOOR = SpecConfig(num_steps=3, topk=2, num_draft_tokens=6, temperature=T, max_new_tokens=10, min_draft_prob=0.008)
 
 
 @pytest.fixture(autouse=True, scope='module')
@@ -57,7 +61,7 @@ def pit_stat(t, cfg, runs, seed=0):
     return stat, crit, sum(tau) / len(tau)
 
 
-@pytest.mark.parametrize('cfg', [CHAIN, TREE, CHAIN_FLOOR], ids=['chain', 'tree', 'chain-floor'])
+@pytest.mark.parametrize('cfg', [CHAIN, TREE, CHAIN_FLOOR, TREE_FLOOR], ids=['chain', 'tree', 'chain-floor', 'tree-floor'])
 def test_sampling_preserves_distribution_pit(target, cfg):
     stat, crit, tau = pit_stat(target, cfg, 80)
     assert 1.1 < tau, tau           # both acceptances and rejections happen
@@ -129,7 +133,6 @@ def test_first_speculative_token_exact_marginal(target, cfg, monkeypatch):
 def test_chi2_critical_values():
     # Wilson-Hilferty vs tabulated chi-square quantiles at 1e-3: dof 19 -> 43.82, dof 50 -> 86.66
     assert abs(chi2_critical(19) - 43.82) < 0.3 and abs(chi2_critical(50) - 86.66) < 0.3
-
 
 
 class TopMixDrafter(sd.Drafter):
