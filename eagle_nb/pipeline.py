@@ -326,11 +326,14 @@ def probe_rates(data: str|Path,            # the prepared dataset
                 train_params: dict|None,   # the train stage's parameters (its recipe: TrainConfig fields among them)
                 eval_params: dict|None,    # the eval stage's parameters (prompts, num_steps)
                 work: Path,                # scratch folder (deleted afterwards)
-                samples: int = 12, steps: int = 12, new_tokens: int = 24) -> dict:
+                samples: int = 12, steps: int = 12, new_tokens: int = 24,
+                diagnose: tuple[dict, dict, Path]|None = None,   # (the diagnose stage, the run's context, nbs/): timed on the scratch store
+               ) -> dict:
     """Train and eval rates measured on this machine when no finished run has them. Train: the first `samples` windows of
     `data` are extracted to a scratch store and the stage's recipe trains `steps` steps on it (median step after the
     first three, which compile). Eval: one prompt of the stage's first set decoded plainly and with an untrained drafter
-    (rarely accepted: the slowest speculative rate, so an upper bound on the eval time)."""
+    (rarely accepted: the slowest speculative rate, so an upper bound on the eval time). Diagnose: the stage itself, run
+    on the scratch store (it reads a few samples of a store, so its time hardly depends on the store's size)."""
     import dataclasses, statistics
     from .extract import extract
     from .train import TrainConfig, train
@@ -349,6 +352,12 @@ def probe_rates(data: str|Path,            # the prepared dataset
             tps = _step_rates(scratch/'drafter'/'metrics.jsonl')
             if tps: out.update(train_tokens_per_s=statistics.median(tps[3:] or tps),
                                train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
+            if diagnose is not None:   # its store parameter, filled with the scratch folder as run_dir, is the probe's store
+                stage, ctx, nbs = diagnose
+                try:
+                    m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None)
+                    out.update(diagnose_s=m['seconds'], diagnose_basis=f'probe: the stage run on the {samples}-window scratch store')
+                except EagleNbError as e: out.update(diagnose_basis=f'not measured: the probe run failed ({str(e)[:120]})')
         if eval_params is not None:
             first = str(eval_params.get('prompts', 'humaneval')).split(',')[0]
             prompts = load_eval_prompts(first, target.tokenizer, 1, str(data))
@@ -401,9 +410,11 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     missing = (tp is not None and not rates.get('train_tokens_per_s')) or (evp is not None and not rates.get('eval_plain_tokens_per_s'))
     if probe or (probe is None and missing):
         log("measuring the train and eval rates on this machine" + ('' if probe else " (no finished quick run has them)") + ": about a minute")
-        rates.update(probe_rates(data, tgt, xc, tp, evp, run_dir))
+        dg = (by_nb['02_diagnostics.ipynb'][1], ctx, root/'nbs') if '02_diagnostics.ipynb' in by_nb and tp is not None else None
+        rates.update(probe_rates(data, tgt, xc, tp, evp, run_dir, diagnose=dg))
     if '02_diagnostics.ipynb' in by_nb:
-        rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'), basis='as measured by the reference run'))
+        rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'),
+                         basis=rates.get('diagnose_basis') or ('as measured by the reference run' if rates.get('diagnose_s') else 'not measured')))
     if tp is not None:
         train_tokens = sum(min(n, int(tp.get('max_len', 2048))) for n in ds.lengths) * (1 - float(tp.get('eval_fraction', 0.05)))
         tokens = int(tp['steps']) * int(tp.get('batch_tokens', 2048)) * int(tp.get('micro_batches', 1)) if int(tp.get('steps', 0)) else train_tokens * int(tp.get('epochs', 1))

@@ -56,11 +56,14 @@ def test_estimate_probes_rates_without_a_reference_run(tmp_path):
     prof = _profile(tmp_path)
     p = yaml.safe_load(prof.read_text())
     p['stages'][2]['parameters']['compile'] = False       # the probe trains with the stage's own settings
+    p['stages'].insert(2, dict(name='diagnose', notebook='02_diagnostics.ipynb',
+                               parameters=dict(store='{run_dir}/store', store_samples=2, demo_target='tiny-llama', n_samples=2)))
     prof.write_text(yaml.safe_dump(p))
     run, lines = tmp_path/'run', []
     df = estimate_profile(str(prof), run_dir=run, probe=True, log=lines.append)
     assert any('measuring the train and eval rates' in str(l) for l in lines)
-    tr, ev = df.loc['train'], df.loc['eval']
+    tr, ev, dg = df.loc['train'], df.loc['eval'], df.loc['diagnose']
+    assert dg['basis'].startswith('probe: the stage run on the 12-window scratch store') and dg['seconds'] > 0   # no '?' left
     assert tr['basis'].startswith('probe: 12 steps of this recipe') and tr['rate'] > 0
     assert tr['seconds'] == pytest.approx(tr['tokens'] / tr['rate'])
     doc = json.loads((run/'estimate.json').read_text())
