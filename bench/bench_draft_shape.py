@@ -23,7 +23,7 @@ os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
 from eagle_nb.core import machine_info
 from eagle_nb.target import load_target
 from eagle_nb.specdec import SpecConfig, TargetDecoder, generate_plain, speculative_generate
-from eagle_nb.eval import checkpoint_dataset, first_difference, load_eval_prompts, load_proposer_factory, tie_tolerance
+from eagle_nb.eval import at_tie, checkpoint_dataset, first_difference, load_eval_prompts, load_proposer_factory, tie_tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def main():
     ap.add_argument('--dataset', default='', help="prepared dataset whose held-out split 'sharegpt-heldout' reads")
     ap.add_argument('--limit', type=int, default=8, help='prompts per set')
     ap.add_argument('--max-new-tokens', type=int, default=64)
-    ap.add_argument('--shapes', default='1,2,3,4,3:4:8,4:4:12', help='comma-separated: STEPS (chain) or STEPS:TOPK:DRAFT_TOKENS (tree)')
+    ap.add_argument('--shapes', default='1,2,3,4,3:4:8,4:4:12', help='comma-separated: STEPS (chain) or STEPS:TOPK:DRAFT_TOKENS (tree), either with @P for min_draft_prob P')
     ap.add_argument('--json', default='', help='write the results here too')
     a = ap.parse_args()
     shapes = [parse_shape(s, a.max_new_tokens) for s in a.shapes.split(',') if s]
@@ -103,7 +103,7 @@ def main():
             t['draft_s'] += r.timings['draft']; t['verify_s'] += r.timings['verify']
             diff = first_difference(r.tokens, ref)
             t['lossless'] += diff is None
-            t['at_tie'] += diff is not None and diff < len(margins) and margins[diff] <= tol
+            t['at_tie'] += at_tie(diff, margins, tol)
         print(f'prompt {i + 1}/{len(prompts)} ({p.set}): {time.time() - t_start:.0f} s', flush=True)
     plain_rate = plain_tokens / plain_s
     rows = []

@@ -20,7 +20,7 @@ from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Prop
 __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SPEC_PROPOSED', 'SPEC_HISTOGRAM',
            'acceptance_metrics', 'calibration', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt',
            'first_user_turn', 'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts',
-           'random_init_drafter', 'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance',
+           'random_init_drafter', 'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'at_tie',
            'first_difference', 'EvalResult', 'evaluate', 'plot_alpha', 'plot_calibration', 'plot_tau', 'eval_document',
            'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed', 'sglang_server_info', 'sglang_metrics',
            'sglang_spec_benchmark', 'eval_main']
@@ -54,12 +54,10 @@ def calibration(judged: Sequence[tuple[float, bool]],   # (draft probability giv
                 bins: int = 10) -> dict:
     "Is the drafter's confidence its acceptance rate? Judged drafts in equal-width probability bins: count, mean probability, acceptance; ECE."
     if not judged: return dict(judged=0, mean_prob=None, accept_rate=None, ece=None, bins=[])
-    out = []
-    for b in range(bins):
-        lo, hi = b / bins, (b + 1) / bins
-        inb = [(p, a) for p, a in judged if lo <= p < hi or (b == bins - 1 and p >= hi)]
-        out.append(dict(lo=lo, hi=hi, n=len(inb), mean_prob=sum(p for p, _ in inb) / len(inb) if inb else None,
-                        accept_rate=sum(a for _, a in inb) / len(inb) if inb else None))
+    by = [[] for _ in range(bins)]
+    for p, a in judged: by[min(int(p * bins), bins - 1)].append((p, a))   # [lo, hi); a probability of 1 in the last bin
+    out = [dict(lo=b / bins, hi=(b + 1) / bins, n=len(inb), mean_prob=sum(p for p, _ in inb) / len(inb) if inb else None,
+                accept_rate=sum(a for _, a in inb) / len(inb) if inb else None) for b, inb in enumerate(by)]
     n = len(judged)
     ece = sum(b['n'] / n * abs(b['mean_prob'] - b['accept_rate']) for b in out if b['n'])
     return dict(judged=n, mean_prob=sum(p for p, _ in judged) / n, accept_rate=sum(a for _, a in judged) / n, ece=ece, bins=out)
@@ -257,6 +255,10 @@ def tie_tolerance(dtype: torch.dtype) -> float:
     "Logit margin under which plain and speculative greedy may part ways for numerical reasons (see 04a_specdec)."
     return {torch.bfloat16: 1.0, torch.float16: 0.25}.get(dtype, 1e-3)
 
+def at_tie(diff: int|None, margins: Sequence[float], tol: float) -> bool:
+    "Whether two generations part (at step `diff`) where plain greedy's top-1 minus top-2 logit margin is within `tol`: a numerical tie."
+    return diff is not None and diff < len(margins) and margins[diff] <= tol
+
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int|None:
     "First step where two generations part (the shorter one's length if it is a prefix of the other); None if equal."
     return next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
@@ -363,13 +365,13 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
         else:
             r, ts = run_spec(p, i, None); ref, tp = run_plain(p, i)
         diff = first_difference(r.tokens, ref)
-        at_tie = diff is not None and diff < len(margins) and margins[diff] <= tie_tolerance(target.dtype)
+        tie = at_tie(diff, margins, tie_tolerance(target.dtype))
         rows.append(dict(set=p.set, id=p.id, prompt_tokens=len(p.input_ids), new_tokens=len(r.tokens), plain_tokens=len(ref),
                          verify=r.verify_count, tau=r.accept_length, accepted=sum(r.accepted), drafted=sum(r.drafted),
                          plain_s=tp[0], spec_s=ts[0], plain_cpu_s=tp[1], spec_cpu_s=ts[1],
                          plain_tok_s=len(ref) / tp[0], spec_tok_s=len(r.tokens) / ts[0],
                          lossless=(diff is None) if spec.temperature == 0 else None, first_difference=diff,
-                         difference_at_tie=at_tie if spec.temperature == 0 else None,
+                         difference_at_tie=tie if spec.temperature == 0 else None,
                          draft_s=r.timings.get('draft'), verify_s=r.timings.get('verify')))
         agg = rounds.setdefault(p.set, dict(accepted=[], tried=[], drafted=[], judged=[], completion_tokens=0))
         agg['accepted'] += r.accepted; agg['tried'] += r.tried; agg['drafted'] += r.drafted; agg['judged'] += r.judged
