@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_eval.ipynb #a9b8bba6
 from __future__ import annotations
-import argparse, gzip, json, math, os, sys, threading, time
+import argparse, gzip, itertools, json, math, os, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
@@ -21,9 +21,9 @@ __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SP
            'acceptance_metrics', 'calibration', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt',
            'first_user_turn', 'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts',
            'random_init_drafter', 'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'at_tie',
-           'first_difference', 'EvalResult', 'evaluate', 'plot_alpha', 'plot_calibration', 'plot_tau', 'eval_document',
-           'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed', 'sglang_server_info', 'sglang_metrics',
-           'sglang_spec_benchmark', 'eval_main']
+           'first_difference', 'EvalResult', 'interleave_sets', 'evaluate', 'plot_alpha', 'plot_calibration',
+           'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed',
+           'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
 
 # %% ../nbs/04_eval.ipynb #abdf7430
 def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepted draft tokens (bonus excluded)
@@ -242,9 +242,11 @@ class EvalConfig:
     seed: int = 0                  # sampling seed
     device: str = ''               # empty: CUDA when available, else CPU
     warmup: bool = True            # one untimed run of each method first
+    max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
 
     def __post_init__(self):
         if self.limit < 0: raise EagleNbError(f"limit={self.limit}: use 0 (all) or a positive number")
+        if self.max_seconds < 0: raise EagleNbError(f"max_seconds={self.max_seconds}: use 0 (no limit) or a positive number of seconds")
         self.spec_config()   # validates num_steps / topk / num_draft_tokens / temperature / max_new_tokens
 
     def spec_config(self) -> SpecConfig:
@@ -334,11 +336,21 @@ class EvalResult:
         return pd.DataFrame(out).set_index('set')
 
 @torch.inference_mode()
+def interleave_sets(prompts: list[EvalPrompt]) -> list[EvalPrompt]:
+    "The prompts with their sets taken in turn (a1 b1 a2 b2 ...), each set's own order kept: a run cut short still covers every set."
+    by = {}
+    for p in prompts: by.setdefault(p.set, []).append(p)
+    return [p for grp in itertools.zip_longest(*by.values()) for p in grp if p is not None]
+
 def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompts: list[EvalPrompt],
-             spec: SpecConfig, seed: int = 0, warmup: bool = True, info: dict|None = None) -> EvalResult:
+             spec: SpecConfig, seed: int = 0, warmup: bool = True, info: dict|None = None,
+             max_seconds: float = 0.0,     # no prompt is started past this (0: no limit); prompts interleaved by set; info['time_limit'] says what ran
+             ) -> EvalResult:
     "Plain vs speculative decoding on every prompt, in one run: metrics, speed, losslessness."
     if not prompts: raise EagleNbError("no prompts to evaluate")
     dev = target.device
+    start, planned = time.perf_counter(), len(prompts)
+    if max_seconds: prompts = interleave_sets(prompts)
     probe = factory(prompts[0], [])
     plain_dec, spec_dec = TargetDecoder(target), TargetDecoder(target, probe.aux_layer_ids)
     gen = lambda i: torch.Generator().manual_seed(seed * 100003 + i)
@@ -360,6 +372,8 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
     rows, rounds = [], {}
     needs_ref = getattr(factory, 'needs_reference', False)
     for i, p in enumerate(progress(prompts, desc='eval', unit='prompt')):
+        spent = time.perf_counter() - start
+        if max_seconds and rows and spent + spent / len(rows) > max_seconds: break   # the next prompt would likely end past the limit
         if i % 2 == 0 or needs_ref:
             ref, tp = run_plain(p, i); r, ts = run_spec(p, i, ref)
         else:
@@ -377,7 +391,11 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
         agg['accepted'] += r.accepted; agg['tried'] += r.tried; agg['drafted'] += r.drafted; agg['judged'] += r.judged
         agg['completion_tokens'] += len(r.tokens)
     plain_dec.close(); spec_dec.close()
-    return EvalResult(rows, rounds, spec, dict(info or {}))
+    info = dict(info or {})
+    if max_seconds:
+        info['time_limit'] = dict(max_seconds=max_seconds, seconds=round(time.perf_counter() - start, 1), prompts_run=len(rows),
+                                  prompts_planned=planned, complete=len(rows) == planned)
+    return EvalResult(rows, rounds, spec, info)
 
 # %% ../nbs/04_eval.ipynb #69723734
 def plot_alpha(result: EvalResult, ax=None):
@@ -471,7 +489,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     prompts = load_eval_prompts(config.prompts, target.tokenizer, config.limit or None, dataset)
     info = dict(target=target.describe(), drafter=desc, config=asdict(config), dataset=dataset, device=str(dev),
                 threads=torch.get_num_threads(), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
-    return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info)
+    return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info, config.max_seconds)
 
 # %% ../nbs/04_eval.ipynb #ff1f78b3
 def break_even(result: EvalResult, prompt_set: str|None = None) -> dict:
@@ -640,6 +658,10 @@ def eval_main(argv: list[str],
         doc = eval_document(res)
         s = res.summary()
         lines = [s.to_string(float_format=lambda x: f'{x:.3f}'), explain_speed(doc['break_even']['all'])]
+        tl = res.info.get('time_limit')
+        if tl and not tl['complete']:
+            lines.append(f"time limit {tl['max_seconds']:.0f}s: ran {tl['prompts_run']} of {tl['prompts_planned']} prompts "
+                         f"(sets taken in turn) in {tl['seconds']:.0f}s; the numbers above are over those")
         if doc['speed']['all']['lossless'] is False:
             bad = [r['id'] for r in res.rows if not r['lossless']]
             ties = sum(bool(r['difference_at_tie']) for r in res.rows if not r['lossless'])

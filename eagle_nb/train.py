@@ -25,8 +25,8 @@ __all__ = ['ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_c
            'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state', 'set_rng_state',
            'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo', 'init_distributed',
            'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state', 'load_optimizer_state', 'evaluate',
-           'TrainResult', 'train', 'config_from_args', 'train_main', 'smoke_conversations', 'smoke_target',
-           'make_smoke_store']
+           'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main', 'smoke_conversations',
+           'smoke_target', 'make_smoke_store']
 
 # %% ../nbs/03_train.ipynb #c8135954
 def ttt_masks(loss_mask: Tensor,        # (B, T) token j is trained (assistant content + end of turn)
@@ -454,9 +454,11 @@ class TrainConfig:
     compile: bool = True            # torch.compile the fused softmax/CE/gradient kernel (about 2x on CPU; the first compile takes a minute)
     init_lm_head: str = 'target'    # 'target': start from the target's lm_head rows of the draft vocab (10_payoff), or 'random' (normal 0.02)
     device: str = ''                # empty: CUDA when present, else CPU
+    profile_steps: int = 0          # torch.profiler over this many steps after the first one; out/profile.txt lists the ops by self time (device and CPU)
 
     def __post_init__(self):
         def bad(msg): raise EagleNbError(f"TrainConfig: {msg}")
+        if self.profile_steps < 0: bad(f"profile_steps={self.profile_steps}; use 0 (off) or a number of steps")
         if self.online:
             if self.store: bad(f"store={self.store!r} with online: pick one (--store STORE, or --online --data DIR --target T)")
             if not self.data: bad("online needs the dataset; pass --data DIR (from `eagle-nb prepare`) or a .jsonl of {id, input_ids, loss_mask}")
@@ -737,6 +739,33 @@ def _auto_chunk(draft_size: int) -> int:
     "Rows per loss chunk: about 512 MB of chunk x draft-vocab logits and gradients (bf16 pair, or fp32 scratch when eager)."
     return max(256, (512 << 20) // (4 * draft_size))
 
+class StepProfile:
+    "torch.profiler over `steps` training steps: where a step's time goes, on the device and on the CPU that feeds it (`--profile-steps`)."
+    def __init__(self, device: torch.device, steps: int):
+        from torch.profiler import profile, ProfilerActivity
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda' else [])
+        self.device, self.steps, self.seen, self.tokens, self.seconds = device, steps, 0, 0, 0.0
+        self.prof = profile(activities=acts); self.prof.__enter__()
+
+    def step(self, tokens: int, seconds: float) -> bool:
+        "Count one profiled step; True when enough steps are in."
+        self.seen += 1; self.tokens += tokens; self.seconds += seconds
+        return self.seen >= self.steps
+
+    def write(self, path: Path) -> None:
+        "Stop profiling and write the tables (ops by self device time, then by self CPU time); returns None (no profile running)."
+        if self.device.type == 'cuda': torch.cuda.synchronize(self.device)
+        self.prof.__exit__(None, None, None)
+        ka = self.prof.key_averages()
+        head = (f"# eagle-nb train --profile-steps: {self.seen} step(s) on {self.device}, {self.tokens:,} tokens in {self.seconds:.3f}s "
+                f"({self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s with the profiler on), torch {torch.__version__}\n")
+        parts = [head]
+        if self.device.type == 'cuda':
+            parts += ['\n## by self device time\n', ka.table(sort_by='self_device_time_total', row_limit=40, max_name_column_width=90)]
+        parts += ['\n## by self CPU time\n', ka.table(sort_by='self_cpu_time_total', row_limit=40, max_name_column_width=90)]
+        atomic_write(path, ''.join(parts) + '\n')
+        return None
+
 def train(config: TrainConfig,
           callback: Callable[[dict], None]|None = None,  # called with every metrics record on rank 0 (e.g. a LivePlot)
           ) -> TrainResult:
@@ -859,7 +888,9 @@ def train(config: TrainConfig,
         if rank0 and start: print(f"resumed from {last_ckpt} at step {start}/{total}", flush=True)
 
         # ---- the loop ----------------------------------------------------------------------------------------
+        prof = None
         for step in range(start, total):
+            if c.profile_steps and rank0 and step == start + 1: prof = StepProfile(dev, c.profile_steps)   # the first step warms up
             t0 = time.perf_counter()
             epoch, global_ids, collated = pending.result()
             pending = pool.submit(fetch, step + 1) if step + 1 < total else None
@@ -911,6 +942,7 @@ def train(config: TrainConfig,
             if (step + 1) % c.log_every == 0 or step + 1 == total: emit(last)
             if bar is not None:
                 bar.update(1); bar.set_postfix(loss=f'{loss_val:.3f}', acc0=f"{last['acc'][0]:.2f}", tok_s=f"{last['tokens_per_s']:.0f}")
+            if prof is not None and prof.step(tok, dt): prof = prof.write(out/'profile.txt')
             if (step + 1) % c.save_every == 0 or step + 1 == total:
                 full = full_model_state(model, drafter, fsdp)
                 osd = optimizer_state(model, opt, fsdp)
@@ -931,6 +963,7 @@ def train(config: TrainConfig,
                 ev = evaluate(model, load, held_len, c.ttt_steps, di, c.amp, c.batch_tokens)
                 if ev: emit(dict(kind='eval', step=step + 1, **ev))
         if bar is not None: bar.close()
+        if prof is not None: prof = prof.write(out/'profile.txt')    # fewer steps left than asked for
 
         # ---- the end: held-out evaluation, final plot ----------------------------------------------------------
         ev = evaluate(model, load, held_len, c.ttt_steps, di, c.amp, c.batch_tokens)

@@ -95,3 +95,26 @@ def test_sampling_eval_runs(tmp_path):
                    '--temperature', '0.7', '--json', '--out', str(tmp_path/'e.json')])
     doc = json.loads(out)
     assert rc == 0 and doc['speed']['all']['lossless'] is None and doc['prompts'][0]['lossless'] is None
+
+
+def test_time_limit_takes_sets_in_turn_and_says_what_ran(tmp_path):
+    "--max-seconds: no prompt starts past the limit (at least one runs), sets are interleaved so a cut run covers each, the report says so."
+    from eagle_nb.eval import EvalPrompt, evaluate, interleave_sets, load_proposer_factory, humaneval_prompts
+    from eagle_nb.specdec import SpecConfig
+    t = tiny_target('llama')
+    he = humaneval_prompts(t.tokenizer, limit=3)
+    ps = he + [EvalPrompt(f'o{i}', 'other', p.input_ids[:20]) for i, p in enumerate(he[:2])]
+    assert [p.id for p in interleave_sets(ps)] == [he[0].id, 'o0', he[1].id, 'o1', he[2].id]
+    f, _ = load_proposer_factory('ngram', t)
+    spec = SpecConfig(num_steps=2, max_new_tokens=6)
+    cut = evaluate(t, f, ps, spec, warmup=False, max_seconds=1e-6)      # spent after one prompt: no second one starts
+    tl = cut.info['time_limit']
+    assert len(cut.rows) == 1 and tl['prompts_run'] == 1 and tl['prompts_planned'] == 5 and tl['complete'] is False
+    whole = evaluate(t, f, ps, spec, warmup=False, max_seconds=3600)
+    assert [r['id'] for r in whole.rows] == [p.id for p in interleave_sets(ps)] and whole.info['time_limit']['complete'] is True
+    plain = evaluate(t, f, ps, spec, warmup=False)                       # no limit: the given order, no time_limit entry
+    assert [r['id'] for r in plain.rows] == [p.id for p in ps] and 'time_limit' not in plain.info
+    rc, out = run(['--target', 'tiny-llama', '--drafter', 'ngram', '--limit', '3', '--max-new-tokens', '6',
+                   '--max-seconds', '0.000001', '--out', str(tmp_path/'e.json')])
+    doc = json.loads((tmp_path/'e.json').read_text())
+    assert rc == 0 and 'ran 1 of 3 prompts' in out and doc['time_limit']['prompts_run'] == 1 and len(doc['prompts']) == 1

@@ -92,3 +92,19 @@ def test_a_failed_stage_still_writes_the_json(tmp_path):
     doc = json.loads((tmp_path/'out'/'gpu_oneshot.json').read_text())
     assert doc['ok'] is False and 'stage prepare failed' in doc['error'] and 'missing.jsonl' in doc['error']
     assert doc['stages']['prepare']['rc'] == 2 and doc['summary']['stage_seconds']['prepare'] > 0
+
+@pytest.mark.slow   # ~50 s: every stage, in subprocesses
+def test_over_budget_still_trains_and_the_eval_is_bounded(tmp_path):
+    "What stopped the first H200 run ('no time left to train'): over budget, the run trains its minimum and the eval, bounded by "
+    "the deadline, gets what is left; the probe's profile of a training step comes back beside the JSON."
+    # train_safety ~0: the probed rate is counted on for (almost) nothing, so no step fits, as when the stages before overran
+    r = subprocess.run(['bash', str(SCRIPT), '--set', 'train_safety=0.000001', '--set', 'profile_steps=1', '--set', 'probe_steps=3'],
+                       env=_env(tmp_path, SCALE='smoke', TARGET='smoke', DATA='smoke'), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
+    assert 'over budget' in r.stdout and 'training 3 anyway' in r.stdout
+    doc = json.loads((tmp_path/'out'/'gpu_oneshot.json').read_text())
+    assert doc['ok'] and doc['summary']['train_steps'] == 3
+    tl = doc['stages']['eval']['time_limit']
+    assert tl['max_seconds'] >= 10 and tl['prompts_run'] >= 1 and tl['prompts_planned'] == doc['sizes']['eval_limit']
+    prof = tmp_path/'out'/'gpu_oneshot_train_profile.txt'
+    assert doc['stages']['train_probe']['profile'] == str(prof) and prof.read_text().startswith('# eagle-nb train --profile-steps: 1 step(s)')

@@ -225,3 +225,19 @@ def test_known_membership_skips_the_non_draft_head_and_leaves_training_bit_ident
     for k in a: assert torch.equal(a[k], b[k]), k
     losses = lambda out: [x['loss'] for x in metrics(tmp_path/out) if x['kind'] == 'train']
     assert losses('cached') == losses('full')
+
+
+def test_profile_steps_writes_where_a_step_goes(tmp_path):
+    "--profile-steps N: out/profile.txt names N profiled steps (after the first) and the ops by self CPU time; fewer steps left is fine."
+    from train_helpers import smoke_store, train_cli
+    store = smoke_store()
+    base = ['--store', store, '--ttt-steps', '2', '--batch-tokens', '256', '--max-len', '96', '--no-compile',
+            '--eval-samples', '2', '--no-resume', '--draft-vocab-size', '256']
+    train_cli([*base, '--steps', '4', '--profile-steps', '2', '--out', str(tmp_path/'a')])
+    text = (tmp_path/'a'/'profile.txt').read_text()
+    assert text.startswith('# eagle-nb train --profile-steps: 2 step(s) on cpu') and '## by self CPU time' in text
+    assert 'aten::' in text and 'by self device time' not in text          # CPU run: no device table
+    train_cli([*base, '--steps', '2', '--profile-steps', '5', '--out', str(tmp_path/'b')])   # 1 step after the warm-up one
+    assert (tmp_path/'b'/'profile.txt').read_text().startswith('# eagle-nb train --profile-steps: 1 step(s)')
+    train_cli([*base, '--steps', '2', '--out', str(tmp_path/'c')])
+    assert not (tmp_path/'c'/'profile.txt').exists()
