@@ -386,7 +386,7 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
                          plain_tok_s=len(ref) / tp[0], spec_tok_s=len(r.tokens) / ts[0],
                          lossless=(diff is None) if spec.temperature == 0 else None, first_difference=diff,
                          difference_at_tie=tie if spec.temperature == 0 else None,
-                         draft_s=r.timings.get('draft'), verify_s=r.timings.get('verify')))
+                         draft_s=r.timings.get('draft'), verify_s=r.timings.get('verify'), draft_passes=sum(r.passes)))
         agg = rounds.setdefault(p.set, dict(accepted=[], tried=[], drafted=[], judged=[], completion_tokens=0))
         agg['accepted'] += r.accepted; agg['tried'] += r.tried; agg['drafted'] += r.drafted; agg['judged'] += r.judged
         agg['completion_tokens'] += len(r.tokens)
@@ -503,10 +503,12 @@ def break_even(result: EvalResult, prompt_set: str|None = None) -> dict:
     plain = sum(r['plain_s'] for r in rows) / plain_tokens                          # s per plain token (its prefill amortized)
     draft, verify = sum(r['draft_s'] for r in rows) / rounds, sum(r['verify_s'] for r in rows) / rounds   # s per round
     rest = max(0.0, sum(r['spec_s'] for r in rows) / rounds - draft - verify)       # prefill + bookkeeping, per round
+    passes = sum(r.get('draft_passes', S * r['verify']) for r in rows) / rounds    # drafter expansions a round (< S under a floor)
     tau, speedup = result.metrics(prompt_set)['accept_length'], result.speed(prompt_set)['speedup']
     be = (draft + verify + rest) / plain
     return dict(plain_ms_per_token=1e3 * plain, draft_ms_per_round=1e3 * draft, verify_ms_per_round=1e3 * verify, rest_ms_per_round=1e3 * rest,
-                draft_step_cost=draft / S / plain, verify_cost=verify / plain, rest_cost=rest / plain,   # in plain decoding steps
+                draft_passes_per_round=passes,
+                draft_step_cost=draft / max(passes, 1.0) / plain, verify_cost=verify / plain, rest_cost=rest / plain,   # in plain decoding steps
                 tau=tau, tau_break_even=be, tau_break_even_draft_verify=(draft + verify) / plain,       # the latter: bench_specdec's model
                 tau_for_2x=2 * be, predicted_speedup=tau / be, speedup=speedup, below=tau < be)
 

@@ -293,6 +293,7 @@ class DraftTree:
     "A draft tree in verification order: index 0 is the root; `parents[i] < i`."
     nodes: list[DraftNode]
     parents: list[int]
+    passes: int = 0                  # drafter expansions it took (a depth each; fewer than num_steps when a floor stopped drafting)
 
     @property
     def tokens(self) -> list[int]: return [n.token for n in self.nodes]
@@ -305,8 +306,10 @@ def build_draft_tree(drafter: Drafter, root_token: int, config: SpecConfig,
     frontier, made = [root], []
     sample = config.chain and config.temperature > 0
     floor = math.log(config.min_draft_prob) if config.min_draft_prob > 0 else -math.inf
+    passes = 0
     for depth in range(1, config.num_steps + 1):
         logq = drafter.expand(frontier).float().cpu()                   # (len(frontier), V)
+        passes += 1
         if sample:                                                       # chain sampling: draw from q at the temperature
             q = torch.softmax(logq[0].double() / config.temperature, -1)
             # the floor is judged on q before the draw and a drawn token is always kept: dropping unlikely *draws*
@@ -327,7 +330,7 @@ def build_draft_tree(drafter: Drafter, root_token: int, config: SpecConfig,
     keep.sort(key=lambda n: (n.depth, order[id(n)]))                    # parents before children
     nodes = [root] + keep
     pos = {id(n): i for i, n in enumerate(nodes)}
-    return DraftTree(nodes, [-1] + [pos[id(n.parent)] for n in keep])
+    return DraftTree(nodes, [-1] + [pos[id(n.parent)] for n in keep], passes)
 
 # %% ../nbs/04a_specdec.ipynb #3991414f
 def accept_probability(p: torch.Tensor, q: torch.Tensor|None, token: int) -> float:
@@ -377,6 +380,7 @@ class SpecResult:
     tried: list[int] = field(default_factory=list)      # per round: draft depths the target judged
     drafted: list[int] = field(default_factory=list)    # per round: draft tokens verified (tree size - 1)
     judged: list[tuple[float, bool]] = field(default_factory=list)  # greedy: every draft the target judged, (draft prob given its parent, accepted)
+    passes: list[int] = field(default_factory=list)     # per round: drafter expansions (depths drafted; < num_steps when a floor stopped it)
     target_forwards: int = 0                            # prefill + verify forwards
     timings: dict = field(default_factory=dict)         # seconds: prefill, draft, verify, total
 
@@ -424,7 +428,7 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
         logits, aux = dec.forward(tree.tokens, parents=None if cfg.chain else tree.parents)
         path, bonus, tried = verify_tree(logits, tree, cfg.temperature, generator)
         t2 = time.perf_counter()
-        res.accepted.append(len(path) - 1); res.tried.append(tried); res.drafted.append(len(tree) - 1)
+        res.accepted.append(len(path) - 1); res.tried.append(tried); res.drafted.append(len(tree) - 1); res.passes.append(tree.passes)
         if cfg.temperature <= 0:                                        # judged = its parent was accepted (calibration)
             on = set(path)
             res.judged += [(math.exp(tree.nodes[i].score - tree.nodes[q].score), i in on)

@@ -185,3 +185,19 @@ def test_judged_drafts_record_probability_and_outcome():
     r = speculative_generate(t, RandomDrafter(t.vocab_size), pr, SpecConfig(num_steps=2, temperature=0.8, max_new_tokens=8),
                              stop_ids=[], generator=torch.Generator().manual_seed(0))
     assert r.judged == []                                              # sampling: acceptance is random, nothing recorded
+
+
+def test_rounds_count_the_drafter_expansions_they_took():
+    "SpecResult.passes: num_steps a round for a fixed shape; under a floor the expansions actually run (the eval's draft step cost)."
+    t = tiny_target('llama', num_layers=2)
+    pr = make_prompts(t, 1, seed=4)[0]
+    ref = generate_plain(t, pr, 16, stop_ids=[])
+    replay = lambda: ReplayDrafter(t.vocab_size, pr, ref)             # every draft 0.9: cumulative 0.9, 0.81, 0.729
+    r = speculative_generate(t, replay(), pr, SpecConfig(num_steps=3, max_new_tokens=16), stop_ids=[])
+    assert r.passes and set(r.passes) == {3} and len(r.passes) == r.verify_count
+    r = speculative_generate(t, replay(), pr, SpecConfig(num_steps=3, max_new_tokens=16, min_draft_prob=0.85), stop_ids=[])
+    assert set(r.passes) == {2} and set(r.drafted) == {1}             # depth 2 was computed (0.81 < 0.85) and dropped
+    r = speculative_generate(t, replay(), pr, SpecConfig(num_steps=3, max_new_tokens=16, min_draft_prob=0.95), stop_ids=[])
+    assert set(r.passes) == {1} and set(r.drafted) == {0} and r.tokens == ref   # nothing kept: plain steps, one expansion each
+    tr = speculative_generate(t, replay(), pr, TREE, stop_ids=[])
+    assert set(tr.passes) == {TREE.num_steps}
