@@ -335,13 +335,13 @@ class EvalResult:
             out.append(row)
         return pd.DataFrame(out).set_index('set')
 
-@torch.inference_mode()
 def interleave_sets(prompts: list[EvalPrompt]) -> list[EvalPrompt]:
     "The prompts with their sets taken in turn (a1 b1 a2 b2 ...), each set's own order kept: a run cut short still covers every set."
     by = {}
     for p in prompts: by.setdefault(p.set, []).append(p)
     return [p for grp in itertools.zip_longest(*by.values()) for p in grp if p is not None]
 
+@torch.inference_mode()
 def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompts: list[EvalPrompt],
              spec: SpecConfig, seed: int = 0, warmup: bool = True, info: dict|None = None,
              max_seconds: float = 0.0,     # no prompt is started past this (0: no limit); prompts interleaved by set; info['time_limit'] says what ran

@@ -118,3 +118,16 @@ def test_time_limit_takes_sets_in_turn_and_says_what_ran(tmp_path):
                    '--max-seconds', '0.000001', '--out', str(tmp_path/'e.json')])
     doc = json.loads((tmp_path/'e.json').read_text())
     assert rc == 0 and 'ran 1 of 3 prompts' in out and doc['time_limit']['prompts_run'] == 1 and len(doc['prompts']) == 1
+
+
+def test_evaluate_runs_in_inference_mode():
+    "No autograd bookkeeping while decoding: the drafters are made, and run, under torch.inference_mode."
+    from eagle_nb.eval import evaluate, load_proposer_factory, humaneval_prompts
+    from eagle_nb.specdec import SpecConfig
+    t = tiny_target('llama')
+    f, _ = load_proposer_factory('ngram', t)
+    seen = []
+    def factory(p, ref):
+        seen.append(torch.is_inference_mode_enabled()); return f(p, ref)
+    evaluate(t, factory, humaneval_prompts(t.tokenizer, limit=1), SpecConfig(num_steps=2, max_new_tokens=4), warmup=False)
+    assert seen and all(seen)
