@@ -747,6 +747,14 @@ class StepProfile:
         self.device, self.steps, self.seen, self.tokens, self.seconds = device, steps, 0, 0, 0.0
         self.prof = profile(activities=acts); self.prof.__enter__()
 
+    @classmethod
+    def start(cls, device: torch.device, steps: int) -> 'StepProfile|None':
+        "A running profile, or None (and a warning) where the profiler cannot start: profiling never stops a training run."
+        try: return cls(device, steps)
+        except Exception as e:
+            print(f"eagle_nb.train: --profile-steps: the profiler did not start ({type(e).__name__}: {str(e)[:200]}); training on", file=sys.stderr)
+            return None
+
     def step(self, tokens: int, seconds: float) -> bool:
         "Count one profiled step; True when enough steps are in."
         self.seen += 1; self.tokens += tokens; self.seconds += seconds
@@ -754,8 +762,15 @@ class StepProfile:
 
     def write(self, path: Path) -> None:
         "Stop profiling and write the tables (ops by self device time, then by self CPU time); returns None (no profile running)."
-        if self.device.type == 'cuda': torch.cuda.synchronize(self.device)
-        self.prof.__exit__(None, None, None)
+        try:
+            if self.device.type == 'cuda': torch.cuda.synchronize(self.device)
+            self.prof.__exit__(None, None, None)
+            self._write(path)
+        except Exception as e:   # a profile is a by-product: its failure is said, never fatal
+            print(f"eagle_nb.train: --profile-steps: no profile written ({type(e).__name__}: {str(e)[:200]})", file=sys.stderr)
+        return None
+
+    def _write(self, path: Path):
         ka = self.prof.key_averages()
         head = (f"# eagle-nb train --profile-steps: {self.seen} step(s) on {self.device}, {self.tokens:,} tokens in {self.seconds:.3f}s "
                 f"({self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s with the profiler on), torch {torch.__version__}\n")
@@ -764,7 +779,6 @@ class StepProfile:
             parts += ['\n## by self device time\n', ka.table(sort_by='self_device_time_total', row_limit=40, max_name_column_width=90)]
         parts += ['\n## by self CPU time\n', ka.table(sort_by='self_cpu_time_total', row_limit=40, max_name_column_width=90)]
         atomic_write(path, ''.join(parts) + '\n')
-        return None
 
 def train(config: TrainConfig,
           callback: Callable[[dict], None]|None = None,  # called with every metrics record on rank 0 (e.g. a LivePlot)
@@ -890,7 +904,7 @@ def train(config: TrainConfig,
         # ---- the loop ----------------------------------------------------------------------------------------
         prof = None
         for step in range(start, total):
-            if c.profile_steps and rank0 and step == start + 1: prof = StepProfile(dev, c.profile_steps)   # the first step warms up
+            if c.profile_steps and rank0 and step == start + 1: prof = StepProfile.start(dev, c.profile_steps)   # the first step warms up
             t0 = time.perf_counter()
             epoch, global_ids, collated = pending.result()
             pending = pool.submit(fetch, step + 1) if step + 1 < total else None

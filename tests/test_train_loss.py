@@ -241,3 +241,13 @@ def test_profile_steps_writes_where_a_step_goes(tmp_path):
     assert (tmp_path/'b'/'profile.txt').read_text().startswith('# eagle-nb train --profile-steps: 1 step(s)')
     train_cli([*base, '--steps', '2', '--out', str(tmp_path/'c')])
     assert not (tmp_path/'c'/'profile.txt').exists()
+
+
+def test_a_profiler_that_cannot_start_does_not_stop_training(monkeypatch, capsys):
+    "Profiling is a by-product: where torch.profiler cannot start (no CUPTI, say) training goes on and says why."
+    import torch.profiler
+    from eagle_nb.train import StepProfile
+    def refuse(*a, **k): raise RuntimeError('CUPTI unavailable')
+    monkeypatch.setattr(torch.profiler, 'profile', refuse)
+    assert StepProfile.start(torch.device('cpu'), 2) is None
+    assert 'the profiler did not start (RuntimeError: CUPTI unavailable); training on' in capsys.readouterr().err
