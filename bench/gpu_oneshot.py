@@ -24,13 +24,13 @@ if str(REPO) not in sys.path: sys.path.insert(0, str(REPO))
 PRESETS = {
     'smoke': dict(conversations=12, max_len=256, draft_vocab=4096, holdout=3, aux_dtype='bf16',
                   extract_token_budget=2048, extract_max_batch=16, epochs=1, batch_tokens=512, batch_samples=1, lr=1e-3,
-                  ttt_steps=7, compile=False, probe_steps=3, profile_steps=0, eval_limit=2, max_new_tokens=24, num_steps=3,
+                  ttt_steps=7, compile=False, probe_steps=3, profile_steps=0, profile_eval=False, eval_limit=2, max_new_tokens=24, num_steps=3,
                   prompts='sharegpt-heldout', budget_s=300, eval_reserve_s=120, eval_startup_s=10, train_overhead_s=20,
                   extract_overhead_s=10, extract_rate_factor=1.0, probe_reserve_s=15, extract_share=0.5, train_safety=0.9,
                   min_train_steps=3),
     'full':  dict(conversations=3000, max_len=2048, draft_vocab=32000, holdout=32, aux_dtype='fp8',
                   extract_token_budget=65536, extract_max_batch=64, epochs=2, batch_tokens=16384, batch_samples=0, lr=6e-4,
-                  ttt_steps=7, compile=False, probe_steps=10, profile_steps=3, eval_limit=8, max_new_tokens=128, num_steps=3,
+                  ttt_steps=7, compile=False, probe_steps=10, profile_steps=3, profile_eval=True, eval_limit=8, max_new_tokens=128, num_steps=3,
                   prompts='humaneval,sharegpt-heldout', budget_s=480, eval_reserve_s=110, eval_startup_s=30, train_overhead_s=25,
                   extract_overhead_s=35, extract_rate_factor=0.6, probe_reserve_s=35, extract_share=0.25,
                   train_safety=0.85,   # share of the measured step rate counted on (slower steps, the held-out pass)
@@ -327,14 +327,15 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     # --- eval: in-process speculative decoding against plain greedy ----------------------------------------------------
     ev_path = run/'eval.json'
     ev_s = max(10.0, left() - z['eval_startup_s'])   # no prompt starts past the deadline (sets taken in turn; the report says how many ran)
+    ev_prof = Path(R.log.name).with_name(Path(R.log.name).stem + '_eval_profile.txt')   # where a decoding step goes, beside the report
     R.cli('eval', ['eval', '--target', target, '--drafter', run/'drafter', '--prompts', z['prompts'], '--dataset', run/'data',
                    '--limit', z['eval_limit'], '--max-new-tokens', z['max_new_tokens'], '--num-steps', z['num_steps'],
-                   '--max-seconds', round(ev_s, 1), '--out', ev_path],
+                   '--max-seconds', round(ev_s, 1), *(['--profile', ev_prof] if z['profile_eval'] else []), '--out', ev_path],
           allow_rc=(0, 1))   # 1: outputs differ from plain greedy beyond ties; reported as lossless false
     ev = json.loads(ev_path.read_text())
     m, sp, be = ev['metrics']['all'], ev['speed']['all'], ev['break_even']['all']
     R.stages['eval'].update(prompts=len(ev.get('prompts', [])), plain_tokens_per_s=sp.get('plain_tokens_per_s'),
-                            spec_tokens_per_s=sp.get('spec_tokens_per_s'), time_limit=ev.get('time_limit'))
+                            spec_tokens_per_s=sp.get('spec_tokens_per_s'), time_limit=ev.get('time_limit'), profile=ev.get('profile'))
     doc_path = Path(R.log.name).with_name(Path(R.log.name).stem + '_eval.json')   # beside the report: eval's own JSON
     shutil.copy(ev_path, doc_path)
     doc['eval'] = dict(metrics=m, speed=sp, break_even=be, by_set={k: v.get('accept_length') for k, v in ev['metrics']['by_set'].items()},

@@ -21,8 +21,8 @@
 # stage, so a killed run still reports what it measured): summary.{tau, alpha, speedup, tau_break_even, lossless,
 # extraction_tokens_per_s, training_tokens_per_s, tokens_trained, train_steps, stage_seconds}, stages.<name>.{seconds,
 # rc, ...}, plan, disk.{store_bytes, data_bytes, drafter_bytes, peak_bytes, free_bytes_before}, device.{name, device,
-# torch, cuda, transformers}, sizes, ok, error; beside it gpu_oneshot.log, eval's own report gpu_oneshot_eval.json and
-# the probe's profile gpu_oneshot_train_profile.txt.
+# torch, cuda, transformers}, sizes, ok, error; beside it gpu_oneshot.log, eval's own report gpu_oneshot_eval.json, the
+# probe's profile of a training step gpu_oneshot_train_profile.txt and (full) eval's of decoding gpu_oneshot_eval_profile.txt.
 #
 # Environment:
 #   SCALE          smoke | full (default smoke)

@@ -13,8 +13,9 @@ import torch
 # %% auto #0
 __all__ = ['EagleNbError', 'home_dir', 'project_dir', 'runs_dir', 'fsync_dir', 'current_umask', 'atomic_path', 'atomic_write',
            'atomic_write_json', 'read_json', 'sha256_file', 'sha256_bytes', 'check_safetensors', 'pick_device',
-           'cpu_has_fast_bf16', 'fast_dtype', 'machine_info', 'autocast', 'seed_everything', 'progress', 'fetch_wheel',
-           'setting_names', 'field_help', 'add_config_flags', 'notebook_parameter_names', 'config_from_notebook']
+           'cpu_has_fast_bf16', 'fast_dtype', 'machine_info', 'autocast', 'seed_everything', 'progress', 'OpProfile',
+           'fetch_wheel', 'setting_names', 'field_help', 'add_config_flags', 'notebook_parameter_names',
+           'config_from_notebook']
 
 # %% ../nbs/00_core.ipynb #f3ad9d43
 class EagleNbError(Exception):
@@ -169,6 +170,47 @@ def progress(iterable: Iterable|None = None, total: int|None = None, desc: str =
     from tqdm.auto import tqdm
     disable = os.environ.get('EAGLE_NB_PROGRESS', '1') == '0'
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=disable, dynamic_ncols=True, **kw)
+
+# %% ../nbs/00_core.ipynb #4b1c94a2
+class OpProfile:
+    """torch.profiler around some work (training steps, a prompt's decoding): where the time goes, as tables of the ops by
+    self time on the device (CUDA) and on the CPU that feeds it. A by-product, never fatal: a profiler that cannot start or
+    write says so on stderr and the work goes on."""
+    def __init__(self, device: torch.device|str):
+        from torch.profiler import profile, ProfilerActivity
+        self.device = torch.device(device)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == 'cuda' else [])
+        self.prof = profile(activities=acts); self.prof.__enter__()
+
+    @classmethod
+    def start(cls, device: torch.device|str, what: str = 'profile') -> 'OpProfile|None':
+        "A running profile, or None (and a line on stderr) where the profiler cannot start."
+        try: return cls(device)
+        except Exception as e:
+            print(f"eagle_nb: {what}: the profiler did not start ({type(e).__name__}: {str(e)[:200]}); going on without it", file=sys.stderr)
+            return None
+
+    def text(self, header: str, rows: int = 40) -> str|None:
+        "Stop profiling: `header` and the tables as text, or None (and a line on stderr) where that fails."
+        try:
+            if self.device.type == 'cuda': torch.cuda.synchronize(self.device)
+            self.prof.__exit__(None, None, None)
+            ka = self.prof.key_averages()
+            parts = [f"# {header}, torch {torch.__version__}\n"]
+            if self.device.type == 'cuda':
+                parts += ['\n## by self device time\n', ka.table(sort_by='self_device_time_total', row_limit=rows, max_name_column_width=90)]
+            parts += ['\n## by self CPU time\n', ka.table(sort_by='self_cpu_time_total', row_limit=rows, max_name_column_width=90)]
+            return ''.join(parts) + '\n'
+        except Exception as e:
+            print(f"eagle_nb: {header}: no profile ({type(e).__name__}: {str(e)[:200]})", file=sys.stderr)
+            return None
+
+    def write(self, path: Path|str, header: str, rows: int = 40) -> bool:
+        "Stop profiling and write `header` and the tables to `path`; False where that fails (said on stderr)."
+        text = self.text(header, rows)
+        if text is not None: atomic_write(path, text)
+        return text is not None
+
 
 # %% ../nbs/00_core.ipynb #e28aa4de
 def fetch_wheel(name: str, version: str, dest: Path|None = None) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
-from .core import EagleNbError, fetch_wheel, pick_device, fast_dtype, progress, runs_dir, read_json, atomic_write_json
+from .core import EagleNbError, OpProfile, fetch_wheel, pick_device, fast_dtype, progress, runs_dir, read_json, atomic_write, atomic_write_json
 from .http import HttpFault, Retry, call_json
 from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Proposer, NGramDrafter, RandomDrafter,
                               ReplayDrafter, generate_plain, speculative_generate)
@@ -243,6 +243,7 @@ class EvalConfig:
     device: str = ''               # empty: CUDA when available, else CPU
     warmup: bool = True            # one untimed run of each method first
     max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
+    profile: str = ''              # write torch.profiler tables of one extra, untimed run of the first prompt (plain, then speculative) to this file
 
     def __post_init__(self):
         if self.limit < 0: raise EagleNbError(f"limit={self.limit}: use 0 (all) or a positive number")
@@ -345,6 +346,7 @@ def interleave_sets(prompts: list[EvalPrompt]) -> list[EvalPrompt]:
 def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompts: list[EvalPrompt],
              spec: SpecConfig, seed: int = 0, warmup: bool = True, info: dict|None = None,
              max_seconds: float = 0.0,     # no prompt is started past this (0: no limit); prompts interleaved by set; info['time_limit'] says what ran
+             profile: str|Path = '',       # torch.profiler tables of an untimed extra run of the first prompt, plain then speculative, to this file
              ) -> EvalResult:
     "Plain vs speculative decoding on every prompt, in one run: metrics, speed, losslessness."
     if not prompts: raise EagleNbError("no prompts to evaluate")
@@ -369,6 +371,17 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
     if warmup:
         w = replace(spec, max_new_tokens=min(8, spec.max_new_tokens))
         ref, _ = run_plain(prompts[0], -1, w.max_new_tokens); run_spec(prompts[0], -1, ref, w)
+    if profile:   # where a decoding step's time goes; its own untimed runs, so the measured rows carry no profiler overhead
+        texts = []
+        if (op := OpProfile.start(dev, 'eagle-nb eval --profile')) is not None:
+            ref, _ = run_plain(prompts[0], -2)
+            texts.append(op.text(f"eagle-nb eval --profile: plain greedy decoding of prompt {prompts[0].id} ({len(ref)} tokens) on {dev}"))
+            if (op := OpProfile.start(dev, 'eagle-nb eval --profile')) is not None:
+                r, _ = run_spec(prompts[0], -2, ref)
+                texts.append(op.text(f"eagle-nb eval --profile: speculative decoding of prompt {prompts[0].id} ({len(r.tokens)} tokens in "
+                                     f"{r.verify_count} rounds, tau {r.accept_length:.2f}, {spec.num_steps} steps) on {dev}"))
+        if texts and all(t is not None for t in texts):
+            atomic_write(profile, '\n'.join(texts)); info = dict(info or {}, profile=str(profile))
     rows, rounds = [], {}
     needs_ref = getattr(factory, 'needs_reference', False)
     for i, p in enumerate(progress(prompts, desc='eval', unit='prompt')):
@@ -489,7 +502,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     prompts = load_eval_prompts(config.prompts, target.tokenizer, config.limit or None, dataset)
     info = dict(target=target.describe(), drafter=desc, config=asdict(config), dataset=dataset, device=str(dev),
                 threads=torch.get_num_threads(), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
-    return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info, config.max_seconds)
+    return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info, config.max_seconds, config.profile)
 
 # %% ../nbs/04_eval.ipynb #ff1f78b3
 def break_even(result: EvalResult, prompt_set: str|None = None) -> dict:

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .core import (EagleNbError, atomic_path, atomic_write, atomic_write_json, read_json, fsync_dir, pick_device,
+from .core import (EagleNbError, OpProfile, atomic_path, atomic_write, atomic_write_json, read_json, fsync_dir, pick_device,
                            fast_dtype, autocast, seed_everything, progress, runs_dir)
 from .store import HiddenStateStore
 from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_BUCKET, pad_rows
@@ -740,20 +740,15 @@ def _auto_chunk(draft_size: int) -> int:
     return max(256, (512 << 20) // (4 * draft_size))
 
 class StepProfile:
-    "torch.profiler over `steps` training steps: where a step's time goes, on the device and on the CPU that feeds it (`--profile-steps`)."
-    def __init__(self, device: torch.device, steps: int):
-        from torch.profiler import profile, ProfilerActivity
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda' else [])
-        self.device, self.steps, self.seen, self.tokens, self.seconds = device, steps, 0, 0, 0.0
-        self.prof = profile(activities=acts); self.prof.__enter__()
+    "torch.profiler over `steps` training steps (`--profile-steps`): `core.OpProfile`'s tables, with the steps' tokens and time."
+    def __init__(self, op: OpProfile, device: torch.device, steps: int):
+        self.op, self.device, self.steps, self.seen, self.tokens, self.seconds = op, device, steps, 0, 0, 0.0
 
     @classmethod
     def start(cls, device: torch.device, steps: int) -> 'StepProfile|None':
-        "A running profile, or None (and a warning) where the profiler cannot start: profiling never stops a training run."
-        try: return cls(device, steps)
-        except Exception as e:
-            print(f"eagle_nb.train: --profile-steps: the profiler did not start ({type(e).__name__}: {str(e)[:200]}); training on", file=sys.stderr)
-            return None
+        "A running profile, or None (and a line on stderr) where the profiler cannot start: profiling never stops a training run."
+        op = OpProfile.start(device, 'eagle-nb train --profile-steps')
+        return None if op is None else cls(op, device, steps)
 
     def step(self, tokens: int, seconds: float) -> bool:
         "Count one profiled step; True when enough steps are in."
@@ -761,24 +756,11 @@ class StepProfile:
         return self.seen >= self.steps
 
     def write(self, path: Path) -> None:
-        "Stop profiling and write the tables (ops by self device time, then by self CPU time); returns None (no profile running)."
-        try:
-            if self.device.type == 'cuda': torch.cuda.synchronize(self.device)
-            self.prof.__exit__(None, None, None)
-            self._write(path)
-        except Exception as e:   # a profile is a by-product: its failure is said, never fatal
-            print(f"eagle_nb.train: --profile-steps: no profile written ({type(e).__name__}: {str(e)[:200]})", file=sys.stderr)
+        "Stop profiling and write the tables; returns None (no profile running)."
+        self.op.write(path, f"eagle-nb train --profile-steps: {self.seen} step(s) on {self.device}, {self.tokens:,} tokens in "
+                            f"{self.seconds:.3f}s ({self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s with the profiler on)")
         return None
 
-    def _write(self, path: Path):
-        ka = self.prof.key_averages()
-        head = (f"# eagle-nb train --profile-steps: {self.seen} step(s) on {self.device}, {self.tokens:,} tokens in {self.seconds:.3f}s "
-                f"({self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s with the profiler on), torch {torch.__version__}\n")
-        parts = [head]
-        if self.device.type == 'cuda':
-            parts += ['\n## by self device time\n', ka.table(sort_by='self_device_time_total', row_limit=40, max_name_column_width=90)]
-        parts += ['\n## by self CPU time\n', ka.table(sort_by='self_cpu_time_total', row_limit=40, max_name_column_width=90)]
-        atomic_write(path, ''.join(parts) + '\n')
 
 def train(config: TrainConfig,
           callback: Callable[[dict], None]|None = None,  # called with every metrics record on rank 0 (e.g. a LivePlot)

@@ -131,3 +131,15 @@ def test_evaluate_runs_in_inference_mode():
         seen.append(torch.is_inference_mode_enabled()); return f(p, ref)
     evaluate(t, factory, humaneval_prompts(t.tokenizer, limit=1), SpecConfig(num_steps=2, max_new_tokens=4), warmup=False)
     assert seen and all(seen)
+
+
+def test_profile_writes_plain_and_speculative_tables_from_untimed_runs(tmp_path):
+    "--profile FILE: torch.profiler tables of one extra run of the first prompt, plain then speculative; the timed rows are the same prompts."
+    prof = tmp_path/'decode_profile.txt'
+    rc, out = run(['--target', 'tiny-llama', '--drafter', 'ngram', '--limit', '2', '--max-new-tokens', '8',
+                   '--profile', str(prof), '--json', '--out', str(tmp_path/'e.json')])
+    doc = json.loads(out)
+    assert rc == 0 and doc['profile'] == str(prof) and len(doc['prompts']) == 2
+    text = prof.read_text()
+    assert text.count('# eagle-nb eval --profile:') == 2 and 'plain greedy decoding of prompt' in text
+    assert 'speculative decoding of prompt' in text and 'aten::' in text and text.count('## by self CPU time') == 2

@@ -96,9 +96,10 @@ def test_a_failed_stage_still_writes_the_json(tmp_path):
 @pytest.mark.slow   # ~50 s: every stage, in subprocesses
 def test_over_budget_still_trains_and_the_eval_is_bounded(tmp_path):
     "What stopped the first H200 run ('no time left to train'): over budget, the run trains its minimum and the eval, bounded by "
-    "the deadline, gets what is left; the probe's profile of a training step comes back beside the JSON."
+    "the deadline, gets what is left; the probe's profile of a training step and eval's of decoding come back beside the JSON."
     # train_safety ~0: the probed rate is counted on for (almost) nothing, so no step fits, as when the stages before overran
-    r = subprocess.run(['bash', str(SCRIPT), '--set', 'train_safety=0.000001', '--set', 'profile_steps=1', '--set', 'probe_steps=3'],
+    r = subprocess.run(['bash', str(SCRIPT), '--set', 'train_safety=0.000001', '--set', 'profile_steps=1', '--set', 'probe_steps=3',
+                        '--set', 'profile_eval=1'],
                        env=_env(tmp_path, SCALE='smoke', TARGET='smoke', DATA='smoke'), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
     assert 'over budget' in r.stdout and 'training 3 anyway' in r.stdout
@@ -108,3 +109,5 @@ def test_over_budget_still_trains_and_the_eval_is_bounded(tmp_path):
     assert tl['max_seconds'] >= 10 and tl['prompts_run'] >= 1 and tl['prompts_planned'] == doc['sizes']['eval_limit']
     prof = tmp_path/'out'/'gpu_oneshot_train_profile.txt'
     assert doc['stages']['train_probe']['profile'] == str(prof) and prof.read_text().startswith('# eagle-nb train --profile-steps: 1 step(s)')
+    ev_prof = tmp_path/'out'/'gpu_oneshot_eval_profile.txt'                  # and eval's of one prompt's decoding
+    assert doc['stages']['eval']['profile'] == str(ev_prof) and ev_prof.read_text().count('# eagle-nb eval --profile:') == 2

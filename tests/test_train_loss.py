@@ -250,4 +250,4 @@ def test_a_profiler_that_cannot_start_does_not_stop_training(monkeypatch, capsys
     def refuse(*a, **k): raise RuntimeError('CUPTI unavailable')
     monkeypatch.setattr(torch.profiler, 'profile', refuse)
     assert StepProfile.start(torch.device('cpu'), 2) is None
-    assert 'the profiler did not start (RuntimeError: CUPTI unavailable); training on' in capsys.readouterr().err
+    assert 'eagle-nb train --profile-steps: the profiler did not start (RuntimeError: CUPTI unavailable)' in capsys.readouterr().err
