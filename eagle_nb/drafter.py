@@ -18,10 +18,10 @@ from .conventions import to_canonical, from_canonical
 # %% auto #0
 __all__ = ['ROW_BUCKET', 'CHECKPOINT_FORMAT', 'DrafterConfig', 'pad_rows', 'bucketed_linear', 'Linear', 'RMSNorm',
            'rope_inv_freq', 'apply_rope', 'DrafterAttention', 'DrafterMLP', 'DrafterLayer', 'FrozenEmbedding',
-           'DrafterCache', 'ttt_attention', 'ttt_attention_rows', 'Eagle3Drafter', 'vocab_map', 'check_vocab_map',
-           'draft_vocab_targets', 'count_parameters', 'ttt_by_decoding', 'max_ttt_error', 'save_drafter',
-           'load_drafter', 'sglang_aux_ids', 'canonical_from_sglang', 'export_sglang', 'export_speculators',
-           'export_drafter', 'export_main']
+           'DrafterCache', 'gqa_sdpa', 'ttt_attention', 'ttt_attention_rows', 'Eagle3Drafter', 'vocab_map',
+           'check_vocab_map', 'draft_vocab_targets', 'count_parameters', 'ttt_by_decoding', 'max_ttt_error',
+           'save_drafter', 'load_drafter', 'sglang_aux_ids', 'canonical_from_sglang', 'export_sglang',
+           'export_speculators', 'export_drafter', 'export_main']
 
 # %% ../nbs/03a_drafter.ipynb #fbdc5db7
 _ROPE_TYPES = ('default', 'linear', 'llama3', 'yarn')
@@ -255,6 +255,18 @@ class DrafterCache:
         return self
 
 # %% ../nbs/03a_drafter.ipynb #0fe85495
+def gqa_sdpa(q: Tensor, k: Tensor, v: Tensor,   # (B, heads, R, d); (B, kv_heads, S, d) each, kv_heads dividing heads
+             attn_mask: Tensor|None = None, is_causal: bool = False, scale: float|None = None,
+             repeat_kv: bool|None = None,        # None: on CUDA when a mask is given; True/False: force (tests)
+             ) -> Tensor:
+    """`F.scaled_dot_product_attention` over grouped KV heads. CUDA's fused kernels take `enable_gqa` only without a mask
+    (flash); with a mask SDPA falls back to its math kernel, fp32 scores of every query and key. There the KV heads are
+    repeated instead, which the memory-efficient kernel takes. CPU's flash kernel takes both, so nothing is repeated there."""
+    g = q.shape[1] // k.shape[1]
+    if repeat_kv is None: repeat_kv = q.device.type == 'cuda' and attn_mask is not None
+    if g > 1 and repeat_kv: k, v, g = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), 1
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=g > 1)
+
 def _is_right_padded(mask: Tensor) -> bool:
     "True when every row of a (B,T) 0/1 mask is ones then zeros."
     m = mask.bool()
@@ -311,7 +323,7 @@ def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step
         causal = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()
         keys_ok = torch.cat([key_mask.new_ones(B, n), key_mask.bool()], dim=1)     # (B, S)
         mask = (causal[None] & keys_ok[:, None, :]) | torch.eye(S, dtype=torch.bool, device=q.device)[None]
-        o = F.scaled_dot_product_attention(qx, kx, vx, attn_mask=mask[:, None], scale=scale, enable_gqa=g > 1)
+        o = gqa_sdpa(qx, kx, vx, attn_mask=mask[:, None], scale=scale)
     return _plus_diagonal(o[:, :, n:], diag_v, d, kv_h)           # the dummy queries dropped
 
 def ttt_attention_rows(q: Tensor,              # (B, heads, R, hd) queries of step i >= 1 at positions `pos` only
@@ -327,7 +339,7 @@ def ttt_attention_rows(q: Tensor,              # (B, heads, R, hd) queries of st
     qx, kx, vx = _with_sinks(q, k0, v0, diag_k)                   # the same sink trick as `ttt_attention`
     causal = torch.arange(T, device=q.device)[None, :] <= pos[:, None]                         # (R, T)
     mask = torch.cat([causal.new_ones(R, n), causal], dim=1)[None, None]                       # sinks always visible
-    o = F.scaled_dot_product_attention(qx, kx, vx, attn_mask=mask, scale=1.0 / math.sqrt(d), enable_gqa=h // kv_h > 1)
+    o = gqa_sdpa(qx, kx, vx, attn_mask=mask, scale=1.0 / math.sqrt(d))
     return _plus_diagonal(o, diag_v, d, kv_h)
 
 # %% ../nbs/03a_drafter.ipynb #39a59284
@@ -494,9 +506,7 @@ class Eagle3Drafter(nn.Module):
         if attn_mask is None:  # new row j sees every cached row and new rows 0..j
             attn_mask = torch.ones(t, S, dtype=torch.bool, device=q.device).tril(diagonal=past)
         if attn_mask.dim() == 3: attn_mask = attn_mask[:, None]
-        g = q.shape[1] // K.shape[1]
-        o = F.scaled_dot_product_attention(q, K.to(q.dtype), V.to(q.dtype), attn_mask=attn_mask,
-                                           scale=1.0 / math.sqrt(q.shape[-1]), enable_gqa=g > 1)
+        o = gqa_sdpa(q, K.to(q.dtype), V.to(q.dtype), attn_mask=attn_mask, scale=1.0 / math.sqrt(q.shape[-1]))
         h = self._finish(residual, o)
         return h, self.lm_head(self.norm(h))
 

@@ -231,3 +231,25 @@ def test_ttt_skipping_rows_equals_full_on_the_kept_rows(arch):
     early = torch.zeros(steps, T, dtype=torch.bool); early[:2, 3:9] = True
     out = d.forward_ttt(aux, ids, steps, keep=early[:, None])
     assert out[4].abs().max() == 0 and (out[1][0][3:9] - full[1][0][3:9]).abs().max() < 1e-5
+
+
+def test_gqa_sdpa_repeated_kv_heads_equal_enable_gqa():
+    "gqa_sdpa's CUDA path with a mask (KV heads repeated, so the memory-efficient kernel runs) gives enable_gqa's output and gradients."
+    import torch
+    from eagle_nb.drafter import gqa_sdpa
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 6, 5, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(2, 2, 7, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    mask = torch.rand(2, 1, 5, 7, generator=g) > 0.3
+    mask[..., 0] = True                                            # every query sees a key
+    outs, grads = [], []
+    for repeat in (False, True):
+        o = gqa_sdpa(q, k, v, attn_mask=mask, scale=0.3, repeat_kv=repeat)
+        (o * torch.arange(o.numel(), dtype=o.dtype).view_as(o).cos()).sum().backward()
+        outs.append(o.detach()); grads.append([t.grad.clone() for t in (q, k, v)])
+        for t in (q, k, v): t.grad = None
+    torch.testing.assert_close(outs[0], outs[1])
+    for a, b in zip(*grads): torch.testing.assert_close(a, b)
+    # query head h reads KV head h // (heads / kv_heads), as enable_gqa does
+    ref = torch.nn.functional.scaled_dot_product_attention(q[:, 3:4], k[:, 1:2], v[:, 1:2], attn_mask=mask, scale=0.3)
+    torch.testing.assert_close(outs[1][:, 3:4], ref.detach())
