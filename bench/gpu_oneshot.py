@@ -70,6 +70,11 @@ class Runner:
         self.stages: dict = {}
         self.t0 = time.time()
 
+    def beside(self, suffix: str) -> Path:
+        "A file next to the log, named like the report: gpu_oneshot<suffix> (what comes back from the device machine with it)."
+        log = Path(self.log.name)
+        return log.with_name(log.stem + suffix)
+
     def say(self, msg: str):
         print(msg, flush=True); self.log.write(msg + '\n'); self.log.flush()
 
@@ -292,7 +297,7 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     prof = ['--profile-steps', min(z['profile_steps'], P - 1)] if z['profile_steps'] and P > 1 else []   # where a step goes, for the record
     R.cli('train_probe', ['train', *common, '--steps', P, '--save-every', P, '--eval-samples', 4, *prof, '--no-resume', '--out', run/'probe'])
     if (run/'probe'/'profile.txt').exists():               # beside the report: the probe's profile of a training step
-        prof_path = Path(R.log.name).with_name(Path(R.log.name).stem + '_train_profile.txt')
+        prof_path = R.beside('_train_profile.txt')
         shutil.copy(run/'probe'/'profile.txt', prof_path); R.stages['train_probe']['profile'] = str(prof_path)
     pr = train_rates(run/'probe'/'metrics.jsonl')
     if not pr: raise StageFailed(f"train probe wrote no steps to {run/'probe'/'metrics.jsonl'}")
@@ -327,7 +332,7 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     # --- eval: in-process speculative decoding against plain greedy ----------------------------------------------------
     ev_path = run/'eval.json'
     ev_s = max(10.0, left() - z['eval_startup_s'])   # no prompt starts past the deadline (sets taken in turn; the report says how many ran)
-    ev_prof = Path(R.log.name).with_name(Path(R.log.name).stem + '_eval_profile.txt')   # where a decoding step goes, beside the report
+    ev_prof = R.beside('_eval_profile.txt')   # where a decoding step goes, beside the report
     R.cli('eval', ['eval', '--target', target, '--drafter', run/'drafter', '--prompts', z['prompts'], '--dataset', run/'data',
                    '--limit', z['eval_limit'], '--max-new-tokens', z['max_new_tokens'], '--num-steps', z['num_steps'],
                    '--max-seconds', round(ev_s, 1), *(['--profile', ev_prof] if z['profile_eval'] else []), '--out', ev_path],
@@ -336,7 +341,7 @@ def body(a, z: dict, R: Runner, run: Path, doc: dict, deadline: float):
     m, sp, be = ev['metrics']['all'], ev['speed']['all'], ev['break_even']['all']
     R.stages['eval'].update(prompts=len(ev.get('prompts', [])), plain_tokens_per_s=sp.get('plain_tokens_per_s'),
                             spec_tokens_per_s=sp.get('spec_tokens_per_s'), time_limit=ev.get('time_limit'), profile=ev.get('profile'))
-    doc_path = Path(R.log.name).with_name(Path(R.log.name).stem + '_eval.json')   # beside the report: eval's own JSON
+    doc_path = R.beside('_eval.json')   # beside the report: eval's own JSON
     shutil.copy(ev_path, doc_path)
     doc['eval'] = dict(metrics=m, speed=sp, break_even=be, by_set={k: v.get('accept_length') for k, v in ev['metrics']['by_set'].items()},
                        report=str(doc_path))

@@ -308,16 +308,15 @@ def ttt_attention(q: Tensor,                 # (B, heads, T, hd) queries of step
                   ) -> Tensor:
     "Causal attention over step-0 keys plus per-row diagonal keys, in one SDPA call; returns (B, heads, T, hd)."
     B, h, T, d = q.shape
-    g = h // k0.shape[1]                       # query heads per KV head
     n = len(diag_k)
     scale = 1.0 / math.sqrt(d)
     if n == 0 and key_mask is None:
-        return F.scaled_dot_product_attention(q, k0, v0, is_causal=True, scale=scale, enable_gqa=g > 1)
+        return gqa_sdpa(q, k0, v0, is_causal=True, scale=scale)
     kv_h = k0.shape[1]
     qx, kx, vx = _with_sinks(q, k0, v0, diag_k)                   # (B, heads, T, d+e); (B, kv_heads, n+T, d+e)
     qx = torch.cat([qx.new_zeros(B, h, n, qx.shape[-1]), qx], dim=2)   # n dummy queries first: causal over the sinks too
     if key_mask is None:
-        o = F.scaled_dot_product_attention(qx, kx, vx, is_causal=True, scale=scale, enable_gqa=g > 1)
+        o = gqa_sdpa(qx, kx, vx, is_causal=True, scale=scale)
     else:  # explicit (B, 1, n+T, n+T): causal, padding keys hidden, each row always sees itself and the sinks
         S = n + T
         causal = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()

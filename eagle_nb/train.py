@@ -741,14 +741,14 @@ def _auto_chunk(draft_size: int) -> int:
 
 class StepProfile:
     "torch.profiler over `steps` training steps (`--profile-steps`): `core.OpProfile`'s tables, with the steps' tokens and time."
-    def __init__(self, op: OpProfile, device: torch.device, steps: int):
-        self.op, self.device, self.steps, self.seen, self.tokens, self.seconds = op, device, steps, 0, 0, 0.0
+    def __init__(self, op: OpProfile, steps: int):
+        self.op, self.steps, self.seen, self.tokens, self.seconds = op, steps, 0, 0, 0.0
 
     @classmethod
     def start(cls, device: torch.device, steps: int) -> 'StepProfile|None':
         "A running profile, or None (and a line on stderr) where the profiler cannot start: profiling never stops a training run."
         op = OpProfile.start(device, 'eagle-nb train --profile-steps')
-        return None if op is None else cls(op, device, steps)
+        return None if op is None else cls(op, steps)
 
     def step(self, tokens: int, seconds: float) -> bool:
         "Count one profiled step; True when enough steps are in."
@@ -757,7 +757,7 @@ class StepProfile:
 
     def write(self, path: Path) -> None:
         "Stop profiling and write the tables; returns None (no profile running)."
-        self.op.write(path, f"eagle-nb train --profile-steps: {self.seen} step(s) on {self.device}, {self.tokens:,} tokens in "
+        self.op.write(path, f"eagle-nb train --profile-steps: {self.seen} step(s) on {self.op.device}, {self.tokens:,} tokens in "
                             f"{self.seconds:.3f}s ({self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s with the profiler on)")
         return None
 
