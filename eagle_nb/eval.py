@@ -384,9 +384,10 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
             atomic_write(profile, '\n'.join(texts)); info = dict(info or {}, profile=str(profile))
     rows, rounds = [], {}
     needs_ref = getattr(factory, 'needs_reference', False)
+    loop_start = time.perf_counter()     # a prompt's time is judged from the prompts alone: warm-up and profile runs left out
     for i, p in enumerate(progress(prompts, desc='eval', unit='prompt')):
-        spent = time.perf_counter() - start
-        if max_seconds and rows and spent + spent / len(rows) > max_seconds: break   # the next prompt would likely end past the limit
+        now = time.perf_counter()
+        if max_seconds and rows and (now - start) + (now - loop_start) / len(rows) > max_seconds: break   # the next prompt would likely end past the limit
         if i % 2 == 0 or needs_ref:
             ref, tp = run_plain(p, i); r, ts = run_spec(p, i, ref)
         else:

@@ -143,3 +143,20 @@ def test_profile_writes_plain_and_speculative_tables_from_untimed_runs(tmp_path)
     text = prof.read_text()
     assert text.count('# eagle-nb eval --profile:') == 2 and 'plain greedy decoding of prompt' in text
     assert 'speculative decoding of prompt' in text and 'aten::' in text and text.count('## by self CPU time') == 2
+
+
+def test_time_limit_judges_a_prompt_by_the_prompts_alone():
+    "A slow warm-up (or profile run) spends the budget but does not make each prompt look slow: more prompts follow the first."
+    import time
+    from eagle_nb.eval import evaluate, load_proposer_factory, humaneval_prompts
+    from eagle_nb.specdec import SpecConfig
+    t = tiny_target('llama')
+    f, _ = load_proposer_factory('ngram', t)
+    calls = []
+    def factory(p, ref):                       # call 1: the probe; call 2: the warm-up run, which takes 1.5 s here
+        calls.append(p.id)
+        if len(calls) == 2: time.sleep(1.5)
+        return f(p, ref)
+    res = evaluate(t, factory, humaneval_prompts(t.tokenizer, limit=4), SpecConfig(num_steps=2, max_new_tokens=4), max_seconds=3.0)
+    # judged by time spent / prompts run, the first prompt would look 1.5 s long and no second one would start
+    assert res.info['time_limit']['prompts_run'] >= 2, res.info['time_limit']
