@@ -14,7 +14,7 @@ import torch
 from .core import EagleNbError, OpProfile, fetch_wheel, pick_device, fast_dtype, progress, runs_dir, read_json, atomic_write, atomic_write_json
 from .http import HttpFault, Retry, call_json
 from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Proposer, NGramDrafter, RandomDrafter,
-                              ReplayDrafter, generate_plain, speculative_generate)
+                              ReplayDrafter, generate_plain, int8_drafter, speculative_generate)
 
 # %% auto #0
 __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SPEC_PROPOSED', 'SPEC_HISTOGRAM',
@@ -202,12 +202,14 @@ def replay_reference(target, prompt: list[int], plain: list[int], config: SpecCo
 
 def load_proposer_factory(spec: str, target, dtype: torch.dtype|None = None, seed: int = 0,
                           config: SpecConfig|None = None,   # the run's settings (the replay oracle calibrates with them)
+                          int8: bool = False,               # a checkpoint's linear layers in int8 for CPU decoding (`int8_drafter`)
                          ) -> tuple[Callable[[EvalPrompt, list[int]], Drafter], dict]:
     "(factory(prompt, plain_output) -> Drafter, description) for a checkpoint dir or a reference drafter name."
     dtype = dtype or target.dtype
     if spec in ('', 'random-init'):
         model = random_init_drafter(target, seed=seed).to(target.device, dtype)
-        return (lambda p, ref: Eagle3Proposer(model)), dict(kind='random-init', note='untrained Eagle3Drafter: tau ~ 1 (smoke only)')
+        if int8: model = int8_drafter(model)
+        return (lambda p, ref: Eagle3Proposer(model)), dict(kind='random-init', note='untrained Eagle3Drafter: tau ~ 1 (smoke only)', int8=int8)
     if spec == 'ngram': return (lambda p, ref: NGramDrafter(target.vocab_size)), dict(kind='ngram', note='prompt lookup, n=3')
     if spec == 'replay':
         def replay(p, ref):
@@ -220,9 +222,10 @@ def load_proposer_factory(spec: str, target, dtype: torch.dtype|None = None, see
         raise EagleNbError(f"--drafter {spec}: not a drafter checkpoint directory (no config.json) and not one of {', '.join(REFERENCE_DRAFTERS)}")
     from eagle_nb.drafter import load_drafter
     model = load_drafter(path, target=target, device=target.device, dtype=dtype)
+    if int8: model = int8_drafter(model)
     c = model.config
     return (lambda p, ref: Eagle3Proposer(model)), dict(kind='eagle3', path=str(path), aux_layer_ids=c.aux_layer_ids,
-                                                         draft_vocab_size=c.draft_vocab_size, target_name=c.target_name)
+                                                         draft_vocab_size=c.draft_vocab_size, target_name=c.target_name, int8=int8)
 
 # %% ../nbs/04_eval.ipynb #c455a92b
 @dataclass
@@ -244,6 +247,7 @@ class EvalConfig:
     warmup: bool = True            # one untimed run of each method first
     max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
     profile: str = ''              # write torch.profiler tables of one extra, untimed run of the first prompt (plain, then speculative) to this file
+    int8: bool = False             # decode with the drafter's linear layers (but fc) in int8: CPU only, same losslessness (specdec.int8_drafter)
 
     def __post_init__(self):
         if self.limit < 0: raise EagleNbError(f"limit={self.limit}: use 0 (all) or a positive number")
@@ -498,7 +502,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     from eagle_nb.target import load_target
     dev = pick_device(config.device or None)
     target = load_target(config.target, device=dev)
-    factory, desc = load_proposer_factory(config.drafter, target, seed=config.seed, config=config.spec_config())
+    factory, desc = load_proposer_factory(config.drafter, target, seed=config.seed, config=config.spec_config(), int8=config.int8)
     dataset = config.dataset or (checkpoint_dataset(config.drafter) if 'sharegpt-heldout' in config.prompts else None)
     prompts = load_eval_prompts(config.prompts, target.tokenizer, config.limit or None, dataset)
     info = dict(target=target.describe(), drafter=desc, config=asdict(config), dataset=dataset, device=str(dev),

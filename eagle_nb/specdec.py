@@ -19,7 +19,7 @@ __all__ = ['tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', '
            'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter',
            'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree',
            'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate', 'chi2_critical',
-           'pit_values', 'uniformity_chi2', 'Eagle3Proposer']
+           'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -294,6 +294,7 @@ class DraftTree:
     nodes: list[DraftNode]
     parents: list[int]
     passes: int = 0                  # drafter expansions it took (a depth each; fewer than num_steps when a floor stopped drafting)
+    idle: int = 0                    # of those, drafter forwards none of whose drafts is in the tree (below the floor, or outbid)
 
     @property
     def tokens(self) -> list[int]: return [n.token for n in self.nodes]
@@ -330,7 +331,10 @@ def build_draft_tree(drafter: Drafter, root_token: int, config: SpecConfig,
     keep.sort(key=lambda n: (n.depth, order[id(n)]))                    # parents before children
     nodes = [root] + keep
     pos = {id(n): i for i, n in enumerate(nodes)}
-    return DraftTree(nodes, [-1] + [pos[id(n.parent)] for n in keep], passes)
+    # a kept node's parent is kept (scores only fall along a path), so the idle depths are the deepest ones; depth 1 comes
+    # from the observe pass every round runs anyway, so only depths >= 2 cost a forward of their own
+    idle = max(0, passes - max([n.depth for n in keep], default=1))
+    return DraftTree(nodes, [-1] + [pos[id(n.parent)] for n in keep], passes, idle)
 
 # %% ../nbs/04a_specdec.ipynb #3991414f
 def accept_probability(p: torch.Tensor, q: torch.Tensor|None, token: int) -> float:
@@ -381,6 +385,7 @@ class SpecResult:
     drafted: list[int] = field(default_factory=list)    # per round: draft tokens verified (tree size - 1)
     judged: list[tuple[float, bool]] = field(default_factory=list)  # greedy: every draft the target judged, (draft prob given its parent, accepted)
     passes: list[int] = field(default_factory=list)     # per round: drafter expansions (depths drafted; < num_steps when a floor stopped it)
+    idle: list[int] = field(default_factory=list)       # per round: of those, drafter forwards whose drafts were all dropped
     target_forwards: int = 0                            # prefill + verify forwards
     timings: dict = field(default_factory=dict)         # seconds: prefill, draft, verify, total
 
@@ -428,7 +433,7 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
         logits, aux = dec.forward(tree.tokens, parents=None if cfg.chain else tree.parents)
         path, bonus, tried = verify_tree(logits, tree, cfg.temperature, generator)
         t2 = time.perf_counter()
-        res.accepted.append(len(path) - 1); res.tried.append(tried); res.drafted.append(len(tree) - 1); res.passes.append(tree.passes)
+        res.accepted.append(len(path) - 1); res.tried.append(tried); res.drafted.append(len(tree) - 1); res.passes.append(tree.passes); res.idle.append(tree.idle)
         if cfg.temperature <= 0:                                        # judged = its parent was accepted (calibration)
             on = set(path)
             res.judged += [(math.exp(tree.nodes[i].score - tree.nodes[q].score), i in on)
@@ -486,7 +491,7 @@ class Eagle3Proposer(Drafter):
         self.model = model.eval()
         c = model.config
         self.aux_layer_ids, self.vocab_size = [int(i) for i in c.aux_layer_ids], int(c.vocab_size)
-        self.dtype, self.device = model.fc.weight.dtype, model.fc.weight.device
+        self.dtype, self.device = model.norm.weight.dtype, model.norm.weight.device   # (fc may be an Int8Linear: no .weight)
         self.token_ids = model.draft_token_ids.to(self.device)           # (draft_V,) target id of each draft id
 
     def reset(self, prompt):
@@ -531,3 +536,39 @@ class Eagle3Proposer(Drafter):
         h, logits = self.model.decode(hidden, ids, pos, self.cache, fused=True, attn_mask=mask[None].to(self.device))
         for i, nd in enumerate(nodes): nd.state = (h[0, i], past + i)   # (pre-norm hidden, cache row)
         return self.logprobs(logits[0])
+
+# %% ../nbs/04a_specdec.ipynb #1646773c
+import warnings
+
+class Int8Linear(torch.nn.Module):
+    "A frozen `nn.Linear` for decoding on a CPU: int8 weights per output channel, activations quantized per call, in and out in the input's dtype."
+    def __init__(self, lin: torch.nn.Linear):
+        super().__init__()
+        w = lin.weight.detach().float().cpu()
+        scale = (w.abs().amax(1) / 127).clamp_min(1e-12).double()
+        with warnings.catch_warnings():   # PyTorch marks its quantized tensors deprecated (for torchao); they still work in 2.13
+            warnings.simplefilter('ignore', UserWarning)
+            q = torch.quantize_per_channel(w, scale, torch.zeros(len(scale), dtype=torch.int64), 0, torch.qint8)
+        bias = None if lin.bias is None else lin.bias.detach().float().cpu()
+        self._packed = torch.ops.quantized.linear_prepack(q, bias)
+        self.in_features, self.out_features = lin.in_features, lin.out_features
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # reduce_range=False: the full 8 bits for activations (int32 accumulation with VNNI/AMX; see the measurements above)
+        return torch.ops.quantized.linear_dynamic(x.float(), self._packed, False).to(x.dtype)
+    def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, int8'
+
+def int8_drafter(model: torch.nn.Module,
+                 keep: tuple[str, ...] = ('fc',),   # linear layers left as they are (by name prefix): see below
+                ) -> torch.nn.Module:
+    "A decoding copy of an Eagle3Drafter (on the CPU) with its linear layers `Int8Linear`s, except `keep`; the original is untouched."
+    import copy
+    if next(model.parameters()).device.type != 'cpu':
+        raise EagleNbError("int8_drafter: PyTorch's dynamic int8 linear runs on the CPU only; keep the drafter in bf16 on an accelerator")
+    if not torch.backends.quantized.supported_engines or torch.backends.quantized.engine == 'none':
+        raise EagleNbError("int8_drafter: this PyTorch build has no quantized engine (fbgemm/onednn/x86)")
+    m = copy.deepcopy(model).eval()
+    for name, mod in list(m.named_modules()):
+        for child_name, child in list(mod.named_children()):
+            full = f'{name}.{child_name}' if name else child_name
+            if isinstance(child, torch.nn.Linear) and not full.startswith(tuple(keep)): setattr(mod, child_name, Int8Linear(child))
+    return m

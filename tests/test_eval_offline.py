@@ -160,3 +160,10 @@ def test_time_limit_judges_a_prompt_by_the_prompts_alone():
     res = evaluate(t, factory, humaneval_prompts(t.tokenizer, limit=4), SpecConfig(num_steps=2, max_new_tokens=4), max_seconds=3.0)
     # judged by time spent / prompts run, the first prompt would look 1.5 s long and no second one would start
     assert res.info['time_limit']['prompts_run'] >= 2, res.info['time_limit']
+
+def test_vllm_engine_refuses_what_only_eagle_nbs_decoder_does(tmp_path):
+    "--int8 and --min-draft-prob change eagle_nb's own decoder; served by vLLM they would be silently ignored, so they are refused."
+    from eagle_nb.cli import eval_main
+    for flags in (['--int8'], ['--min-draft-prob', '0.1']):
+        with pytest.raises(EagleNbError, match='own decoder'):
+            eval_main(['--engine', 'vllm', '--drafter', str(tmp_path), '--out', str(tmp_path/'v.json'), *flags])

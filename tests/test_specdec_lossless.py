@@ -194,10 +194,12 @@ def test_rounds_count_the_drafter_expansions_they_took():
     ref = generate_plain(t, pr, 16, stop_ids=[])
     replay = lambda: ReplayDrafter(t.vocab_size, pr, ref)             # every draft 0.9: cumulative 0.9, 0.81, 0.729
     r = speculative_generate(t, replay(), pr, SpecConfig(num_steps=3, max_new_tokens=16), stop_ids=[])
-    assert r.passes and set(r.passes) == {3} and len(r.passes) == r.verify_count
+    assert r.passes and set(r.passes) == {3} and len(r.passes) == r.verify_count and set(r.idle) == {0}
     r = speculative_generate(t, replay(), pr, SpecConfig(num_steps=3, max_new_tokens=16, min_draft_prob=0.85), stop_ids=[])
     assert set(r.passes) == {2} and set(r.drafted) == {1}             # depth 2 was computed (0.81 < 0.85) and dropped
+    assert set(r.idle) == {1}                                          # ... so that forward was idle
     r = speculative_generate(t, replay(), pr, SpecConfig(num_steps=3, max_new_tokens=16, min_draft_prob=0.95), stop_ids=[])
     assert set(r.passes) == {1} and set(r.drafted) == {0} and r.tokens == ref   # nothing kept: plain steps, one expansion each
+    assert set(r.idle) == {0}                                          # depth 1 is the observe pass's: no forward of its own
     tr = speculative_generate(t, replay(), pr, TREE, stop_ids=[])
     assert set(tr.passes) == {TREE.num_steps}
