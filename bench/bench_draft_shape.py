@@ -65,7 +65,7 @@ def training(path: str) -> dict|None:
     return dict({k: tc.get(k) for k in ('ttt_steps', 'epochs', 'lr', 'init_lm_head', 'draft_vocab_size', 'max_len')},
                 steps=len(tr), tokens=sum(r.get('tokens', 0) for r in tr), seconds=round(sum(r.get('seconds', 0.0) for r in tr), 1),
                 tokens_per_s_median=statistics.median(r['tokens_per_s'] for r in tr[len(tr) // 10:]),
-                heldout_acc=ev.get('acc'), heldout_tau_sim=ev.get('tau_sim'))
+                heldout_acc=ev.get('acc'), heldout_tau_sim=ev.get('tau_sim'), heldout_samples=ev.get('samples'))
 
 
 def draft_floor(rows: list[dict]) -> dict|None:
@@ -96,7 +96,8 @@ def main():
     target = load_target(a.target)
     drafters = []   # (name, factory, description, its checkpoint's dataset)
     specs = parse_drafters(a.drafter or ['random-init'])
-    if a.int8 == 'both': specs = [(f"{n}{'-' if n else ''}{'int8' if i8 else ('' if n else 'bf16')}", p, i8) for n, p in specs for i8 in (False, True)]
+    if a.int8 == 'both':   # NAME and NAME-int8; a lone unnamed drafter: bf16 and int8
+        specs = [((f'{n}-int8' if n else 'int8') if i8 else (n or 'bf16'), p, i8) for n, p in specs for i8 in (False, True)]
     else: specs = [(n, p, a.int8 == 'on') for n, p in specs]
     for name, path, i8 in specs:
         factory, desc = load_proposer_factory(path, target, int8=i8)

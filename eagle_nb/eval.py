@@ -202,14 +202,17 @@ def replay_reference(target, prompt: list[int], plain: list[int], config: SpecCo
 
 def load_proposer_factory(spec: str, target, dtype: torch.dtype|None = None, seed: int = 0,
                           config: SpecConfig|None = None,   # the run's settings (the replay oracle calibrates with them)
-                          int8: bool = False,               # a checkpoint's linear layers in int8 for CPU decoding (`int8_drafter`)
+                          int8: bool = False,               # on a CPU: the drafter's linear layers but fc in int8 (`int8_drafter`); ignored, and said, elsewhere
                          ) -> tuple[Callable[[EvalPrompt, list[int]], Drafter], dict]:
     "(factory(prompt, plain_output) -> Drafter, description) for a checkpoint dir or a reference drafter name."
     dtype = dtype or target.dtype
+    on_cpu = torch.device(target.device).type == 'cpu'
+    i8 = dict(int8=int8 and on_cpu) | ({} if on_cpu or not int8 else {'int8_note': 'int8 drafting is for CPUs: the drafter stays in bf16 here'})
+    int8 = int8 and on_cpu
     if spec in ('', 'random-init'):
         model = random_init_drafter(target, seed=seed).to(target.device, dtype)
         if int8: model = int8_drafter(model)
-        return (lambda p, ref: Eagle3Proposer(model)), dict(kind='random-init', note='untrained Eagle3Drafter: tau ~ 1 (smoke only)', int8=int8)
+        return (lambda p, ref: Eagle3Proposer(model)), dict(kind='random-init', note='untrained Eagle3Drafter: tau ~ 1 (smoke only)', **i8)
     if spec == 'ngram': return (lambda p, ref: NGramDrafter(target.vocab_size)), dict(kind='ngram', note='prompt lookup, n=3')
     if spec == 'replay':
         def replay(p, ref):
@@ -225,7 +228,7 @@ def load_proposer_factory(spec: str, target, dtype: torch.dtype|None = None, see
     if int8: model = int8_drafter(model)
     c = model.config
     return (lambda p, ref: Eagle3Proposer(model)), dict(kind='eagle3', path=str(path), aux_layer_ids=c.aux_layer_ids,
-                                                         draft_vocab_size=c.draft_vocab_size, target_name=c.target_name, int8=int8)
+                                                         draft_vocab_size=c.draft_vocab_size, target_name=c.target_name, **i8)
 
 # %% ../nbs/04_eval.ipynb #c455a92b
 @dataclass
@@ -247,7 +250,7 @@ class EvalConfig:
     warmup: bool = True            # one untimed run of each method first
     max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
     profile: str = ''              # write torch.profiler tables of one extra, untimed run of the first prompt (plain, then speculative) to this file
-    int8: bool = False             # decode with the drafter's linear layers (but fc) in int8: CPU only, same losslessness (specdec.int8_drafter)
+    int8: bool = False             # on a CPU, decode with the drafter's linear layers (but fc) in int8: same losslessness, faster drafting (specdec.int8_drafter); bf16 on an accelerator
 
     def __post_init__(self):
         if self.limit < 0: raise EagleNbError(f"limit={self.limit}: use 0 (all) or a positive number")

@@ -167,3 +167,13 @@ def test_vllm_engine_refuses_what_only_eagle_nbs_decoder_does(tmp_path):
     for flags in (['--int8'], ['--min-draft-prob', '0.1']):
         with pytest.raises(EagleNbError, match='own decoder'):
             eval_main(['--engine', 'vllm', '--drafter', str(tmp_path), '--out', str(tmp_path/'v.json'), *flags])
+
+def test_int8_drafting_is_for_cpus_and_the_report_says_so_elsewhere():
+    from eagle_nb.eval import load_proposer_factory
+    from eagle_nb.specdec import Int8Linear
+    t = tiny_target('llama')
+    f, d = load_proposer_factory('random-init', t, int8=True)
+    assert d['int8'] is True and any(isinstance(m, Int8Linear) for m in f(None, []).model.modules())
+    t.model.to('meta')                                   # a target on another device (no CUDA here): the drafter stays bf16
+    f, d = load_proposer_factory('random-init', t, int8=True)
+    assert d['int8'] is False and 'CPUs' in d['int8_note'] and not any(isinstance(m, Int8Linear) for m in f(None, []).model.modules())
