@@ -303,6 +303,10 @@ def _step_rates(metrics: Path) -> list[float]:
     recs = [json.loads(l) for l in metrics.read_text().split('\n') if l.strip()]
     return [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
 
+def _rate_applies(train_params: dict, rates: dict) -> bool:
+    "Whether a reference run's training rate is for the TTT depth a train stage asks for (a step's cost grows with it)."
+    return int(train_params.get('ttt_steps', 7)) == int(rates.get('train_ttt_steps', 7))
+
 def _measured_rates(ref: Path|None) -> dict:
     "Rates a finished run measured on this machine: train tokens/s (median of its steps), eval plain/spec tokens/s."
     import statistics
@@ -312,6 +316,8 @@ def _measured_rates(ref: Path|None) -> dict:
     if mets.exists():
         tps = _step_rates(mets)
         if tps: out['train_tokens_per_s'] = statistics.median(tps[len(tps) // 10:] or tps)   # skip the compile/warm-up steps
+        tc = ref/'drafter'/'train_config.json'
+        out['train_ttt_steps'] = int(read_json(tc).get('ttt_steps', 7)) if tc.exists() else 7   # the rate is for this TTT depth
     ev = ref/'eval'/'eval.json'
     if ev.exists():
         sp = read_json(ev)['speed']['all']
@@ -407,6 +413,8 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     ds = TokenizedDataset.open(data, verify=False)
     tp = _fill(by_nb['03_train.ipynb'][1]['parameters'], ctx) if '03_train.ipynb' in by_nb else None
     evp = _fill(by_nb['04_eval.ipynb'][1]['parameters'], ctx) if '04_eval.ipynb' in by_nb else None
+    if tp is not None and rates.get('train_tokens_per_s') and not _rate_applies(tp, rates):
+        rates.pop('train_tokens_per_s')   # a step's cost grows with the TTT depth: another depth's rate would mislead; probe this one
     missing = (tp is not None and not rates.get('train_tokens_per_s')) or (evp is not None and not rates.get('eval_plain_tokens_per_s'))
     if probe or (probe is None and missing):
         log("measuring the train and eval rates on this machine" + ('' if probe else " (no finished quick run has them)") + ": about a minute")

@@ -72,3 +72,16 @@ def test_estimate_probes_rates_without_a_reference_run(tmp_path):
     assert ev['seconds'] == pytest.approx(ev['tokens'] / pr + ev['tokens'] / sr)
     assert not (run/'rate-probe').exists() and not (run/'store').exists()   # the scratch store is gone; the stage's own is not made
     assert doc['total_s'] == pytest.approx(float(df['seconds'].sum()))
+
+def test_a_reference_rate_is_used_only_at_its_ttt_depth(tmp_path):
+    "The quick run's training rate is measured at its TTT depth; a profile training at another depth probes its own."
+    from eagle_nb.pipeline import _measured_rates, _rate_applies
+    ref = tmp_path/'ref'; (ref/'drafter').mkdir(parents=True)
+    (ref/'run.json').write_text(json.dumps(dict(stages={})))
+    (ref/'drafter'/'metrics.jsonl').write_text(''.join(json.dumps(dict(kind='train', step=i, tokens_per_s=100.0)) + '\n' for i in range(20)))
+    r = _measured_rates(ref)
+    assert r['train_tokens_per_s'] == 100.0 and r['train_ttt_steps'] == 7          # no train_config.json: TrainConfig's 7
+    assert _rate_applies({}, r) and _rate_applies({'ttt_steps': 7}, r) and not _rate_applies({'ttt_steps': 3}, r)
+    (ref/'drafter'/'train_config.json').write_text(json.dumps(dict(ttt_steps=3)))
+    r = _measured_rates(ref)
+    assert r['train_ttt_steps'] == 3 and _rate_applies({'ttt_steps': 3}, r) and not _rate_applies({}, r)
