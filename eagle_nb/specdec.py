@@ -553,7 +553,8 @@ class Int8Linear(torch.nn.Module):
         self._packed = torch.ops.quantized.linear_prepack(q, bias)
         self.in_features, self.out_features = lin.in_features, lin.out_features
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # reduce_range=False: the full 8 bits for activations (int32 accumulation with VNNI/AMX; see the measurements above)
+        # reduce_range=False: the full 8 bits for activations (23% against 16% top-1 agreement in the whole-drafter test above).
+        # Without VNNI, fbgemm's 16-bit partial sums may saturate: that would change drafts, never the decoded output.
         return torch.ops.quantized.linear_dynamic(x.float(), self._packed, False).to(x.dtype)
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, int8'
 
