@@ -47,7 +47,8 @@ def parse_shape(s: str, max_new_tokens: int) -> tuple[str, SpecConfig]:
 
 def parse_drafters(specs: list[str]) -> list[tuple[str, str]]:
     "`DIR`, `random-init` or `NAME=DIR` each -> (name, dir); a lone drafter keeps the name '' (rows as before)."
-    out = [tuple(s.split('=', 1)) if '=' in s else (Path(s).parent.name if len(specs) > 1 else '', s) for s in specs]
+    auto = lambda s: Path(s).parent.name if Path(s).name == 'drafter' else Path(s).name   # RUN/drafter -> RUN's name
+    out = [tuple(s.split('=', 1)) if '=' in s else (auto(s) if len(specs) > 1 else '', s) for s in specs]
     names = [n for n, _ in out]
     if len(set(names)) != len(names): raise SystemExit(f'--drafter names must differ (got {names}); name them NAME=DIR')
     return out
