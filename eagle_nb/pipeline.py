@@ -262,7 +262,7 @@ def _latest_unfinished(profile: str) -> Path|None:
 
 def _run_folder(profile: str, run_dir: Path|None = None, new: bool = False) -> Path:
     "`run_dir` if given, else the latest unfinished run of `profile` (unless `new`), else a new `_runs/<profile>-<time>`."
-    if run_dir: return Path(run_dir)
+    if run_dir: return Path(run_dir).absolute()   # the stages run in nbs/: a relative {run_dir} would point there
     return (None if new else _latest_unfinished(profile)) or runs_dir()/f"{profile}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
 
 def run_pipeline(profile: str = 'quick', new: bool = False, run_dir: Path|None = None, stages: list[str]|None = None, log=print) -> Path:

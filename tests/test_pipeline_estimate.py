@@ -85,3 +85,10 @@ def test_a_reference_rate_is_used_only_at_its_ttt_depth(tmp_path):
     (ref/'drafter'/'train_config.json').write_text(json.dumps(dict(ttt_steps=3)))
     r = _measured_rates(ref)
     assert r['train_ttt_steps'] == 3 and _rate_applies({'ttt_steps': 3}, r) and not _rate_applies({}, r)
+
+def test_a_relative_run_dir_is_made_absolute(tmp_path, monkeypatch):
+    "`eagle-nb demo --run-dir _runs/x`: the stage notebooks run in nbs/, so {run_dir} must not stay relative."
+    from eagle_nb.pipeline import _run_folder
+    monkeypatch.chdir(tmp_path)
+    d = _run_folder('standard', 'rel/run')
+    assert d.is_absolute() and d == tmp_path/'rel'/'run'
