@@ -120,7 +120,12 @@ def main():
         print(f"no --dataset (and no checkpoint's): sharegpt-heldout left out; prompt sets {sets}")
     prompts = load_eval_prompts(sets, target.tokenizer, a.limit or None, dataset)
     plain_dec = TargetDecoder(target)
-    spec_decs = {d[0]: TargetDecoder(target, d[1](prompts[0], []).aux_layer_ids) for d in drafters}
+    # one decoder per set of aux taps: each installs capture hooks on the shared target, and they run on every forward
+    by_taps, spec_decs = {}, {}
+    for d in drafters:
+        ids = d[1](prompts[0], []).aux_layer_ids
+        if tuple(ids) not in by_taps: by_taps[tuple(ids)] = TargetDecoder(target, ids)
+        spec_decs[d[0]] = by_taps[tuple(ids)]
     tol = tie_tolerance(target.dtype)
 
     def plain(p, n):
