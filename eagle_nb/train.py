@@ -968,6 +968,9 @@ def train(config: TrainConfig,
             if rank0: atomic_write_json(out/'eval.json', dict(step=total, **ev))
         if rank0:
             plot_metrics(records).savefig(out/'metrics.png')
+        if di.world > 1:   # leave together: a rank that tore down gloo and exited while its peer was still writing
+            import torch.distributed as dist   # aborted now and then on a loaded 2-core machine (SIGABRT at exit)
+            dist.barrier()
         return TrainResult(out, total, last, ev, time.time() - t_start, tokens_run)
     finally:
         if 'pool' in locals(): pool.shutdown(wait=True, cancel_futures=True)
