@@ -201,6 +201,10 @@ class Drafter:
         "Log-probs `(len(nodes), V)` over the target vocabulary of the token that follows each node."
         raise NotImplementedError
 
+    def expand_top(self, nodes: list[DraftNode], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        "The `k` likeliest next tokens after each node, best first: (log-probs, target ids), each `(len(nodes), k)` on the CPU."
+        return self.expand(nodes).float().cpu().topk(k, dim=-1)    # a drafter with a smaller vocabulary can do this cheaper
+
     def node_context(self, node: DraftNode) -> list[int]:
         "All tokens up to and including `node`: committed context, root, then the node's path."
         return self.context + node.path()[1:]
@@ -309,9 +313,9 @@ def build_draft_tree(drafter: Drafter, root_token: int, config: SpecConfig,
     floor = math.log(config.min_draft_prob) if config.min_draft_prob > 0 else -math.inf
     passes = 0
     for depth in range(1, config.num_steps + 1):
-        logq = drafter.expand(frontier).float().cpu()                   # (len(frontier), V)
         passes += 1
         if sample:                                                       # chain sampling: draw from q at the temperature
+            logq = drafter.expand(frontier).float().cpu()               # (1, V): the draw needs the whole of q
             q = torch.softmax(logq[0].double() / config.temperature, -1)
             # the floor is judged on q before the draw and a drawn token is always kept: dropping unlikely *draws*
             # would bias the output (only the average over all draws is the target's p)
@@ -319,7 +323,7 @@ def build_draft_tree(drafter: Drafter, root_token: int, config: SpecConfig,
             tok = int(torch.multinomial(q, 1, generator=generator))
             kids = [DraftNode(tok, frontier[0], depth, frontier[0].score + float(torch.log(q[tok])), q=q)]
         else:
-            vals, idx = logq.topk(config.topk, dim=-1)                   # (len(frontier), topk)
+            vals, idx = drafter.expand_top(frontier, config.topk)        # (len(frontier), topk)
             kids = [DraftNode(int(idx[i, j]), frontier[i], depth, frontier[i].score + float(vals[i, j]))
                     for i in range(len(frontier)) for j in range(config.topk)]
             kids = [k for k in kids if k.score >= floor]                 # too unlikely to be accepted: not worth a row
@@ -517,11 +521,20 @@ class Eagle3Proposer(Drafter):
         self.n += m
         self.root_state, self.root_logits = (h[0, -1], None), logits[0, -1]   # the last row predicts depth 1
 
+    def expand(self, nodes): return self.logprobs(self.draft_logits(nodes))
+
+    def expand_top(self, nodes, k):
+        "Top-k over the draft vocabulary (8K rows instead of the target's 49K: ~0.15 ms a pass saved on a 2-core CPU)."
+        if type(self).expand is not Eagle3Proposer.expand: return super().expand_top(nodes, k)   # a subclass's expand rules
+        vals, idx = torch.log_softmax(self.draft_logits(nodes).float(), -1).topk(k, dim=-1)
+        return vals.cpu(), self.token_ids[idx].cpu()
+
     @torch.inference_mode()
-    def expand(self, nodes):
+    def draft_logits(self, nodes):
+        "Draft-vocabulary logits `(len(nodes), draft_V)` of the token after each node (one depth); sets each node's state."
         if nodes[0].parent is None:                                      # the root: computed by observe
             nodes[0].state = self.root_state
-            return self.logprobs(self.root_logits[None])
+            return self.root_logits[None]
         d, k, past = nodes[0].depth, len(nodes), len(self.cache)
         if any(nd.depth != d for nd in nodes): raise ValueError("expand: nodes must share one depth")
         hidden = torch.stack([nd.parent.state[0] for nd in nodes])[None]   # (1, k, H) parents' pre-norm hidden
@@ -535,7 +548,7 @@ class Eagle3Proposer(Drafter):
             mask[i, past + i] = True                                     # itself
         h, logits = self.model.decode(hidden, ids, pos, self.cache, fused=True, attn_mask=mask[None].to(self.device))
         for i, nd in enumerate(nodes): nd.state = (h[0, i], past + i)   # (pre-norm hidden, cache row)
-        return self.logprobs(logits[0])
+        return logits[0]
 
 # %% ../nbs/04a_specdec.ipynb #1646773c
 import warnings
