@@ -179,6 +179,10 @@ def _stop_servers_on_sigterm():
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
+class _TransientStart(Exception):
+    "A start-up that died with one of `EngineServer.retry_on` in its log."
+    def __init__(self, pattern: str): super().__init__(pattern); self.pattern = pattern
+
 class EngineServer:
     "An engine server process: started in its own process group, health-checked, logged, stopped by its PID."
     def __init__(self, argv: Sequence[str],               # the command; it must bind 127.0.0.1:port
@@ -187,9 +191,11 @@ class EngineServer:
                  health_path: str = '/health',
                  env: dict|None = None,                    # added to os.environ
                  startup_timeout: float = 600.0,           # seconds to wait for health
-                 name: str = 'engine'):
+                 name: str = 'engine',
+                 retry_on: Sequence[str] = ()):            # a start that exits with one of these in its log is tried once more
         self.argv, self.port, self.log_path = [str(a) for a in argv], int(port), Path(log_path)
         self.health_path, self.env, self.startup_timeout, self.name = health_path, env or {}, startup_timeout, name
+        self.retry_on, self.retried = tuple(retry_on), 0
         self.proc: subprocess.Popen|None = None
         self.started_s: float = float('nan')
         _stop_servers_on_sigterm()        # here, not in start(): servers are often started from worker threads
@@ -203,8 +209,20 @@ class EngineServer:
     def start(self) -> 'EngineServer':
         "Launch and wait until healthy; raise with the log's tail if the process exits or the wait times out."
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try: return self._start()
+        except _TransientStart as e:
+            # a start-up that died of something transient (e.g. SGLang's own start-up request timing out on a loaded
+            # host) is tried once more, said in the log and on stderr; a deterministic failure is never retried
+            self.retried += 1
+            msg = f"{self.name} server died during start-up ({e.pattern!r} in its log): starting it once more"
+            print(msg, file=sys.stderr)
+            with open(self.log_path, 'a') as f: f.write(f"\n# eagle_nb: {msg}\n")
+            return self._start(retry=False)
+
+    def _start(self, retry: bool = True) -> 'EngineServer':
         log = open(self.log_path, 'ab')
         log.write(f"\n$ {' '.join(self.argv)}\n".encode()); log.flush()
+        offset = log.tell()
         t0 = time.time()
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env={**os.environ, **self.env}, start_new_session=True)
@@ -214,6 +232,10 @@ class EngineServer:
         while time.time() - t0 < self.startup_timeout:
             if self.proc.poll() is not None:
                 code = self.proc.returncode; self.stop()
+                if retry:
+                    with open(self.log_path, 'rb') as f: f.seek(offset); this_start = f.read().decode(errors='replace')
+                    hit = next((p for p in self.retry_on if p in this_start), None)
+                    if hit: raise _TransientStart(hit)
                 raise EagleNbError(f"{self.name} server exited with code {code} before it was healthy; log {self.log_path}:\n{_tail(self.log_path)}")
             if http_ok(self.url + self.health_path): self.started_s = time.time() - t0; return self
             time.sleep(0.5)

@@ -574,7 +574,11 @@ def sglang_server(target,                                  # registered name, HF
     path, L = target_model_path(target), TargetInfo.of(target).num_layers
     port = port or free_port()
     argv = server_argv(sglang_python(), path, port, layer_ids, L, radix_cache=radix_cache, extra=extra)
+    # seen once in 9 fresh-clone test runs, on a loaded host (two servers loading, tests running): the aux server logged a
+    # ReadTimeout (read timeout=10; SGLang's start-up POST to its own /freeze_gc has that timeout) and exited with code 3
+    # before it was healthy; a start that dies with a timeout in its log is tried once more
     return EngineServer(argv, port, log_path, health_path='/health', env=server_env(), startup_timeout=startup_timeout,
+                        retry_on=('ReadTimeout', 'ConnectTimeout'),
                         name='sglang' + (' (aux)' if layer_ids is not None else ''))
 
 def start_sglang_server(target, log_path: Path|str, layer_ids: Sequence[int]|None = None, **kw):
