@@ -19,7 +19,8 @@ from .target import TargetInfo
 __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'connector_pythonpath',
            'vllm_server_argv', 'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file',
            'validate_vllm_file', 'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
-           'acceptance_from_counters', 'tie_margins', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
+           'acceptance_from_counters', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines',
+           'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -447,6 +448,20 @@ def _load_drafter_for_export(drafter, target):
         return random_init_drafter(target)
     return load_drafter(drafter, target=target, device='cpu', dtype=torch.float32)
 
+def serving_context(target,                 # a loaded Target (its config's max_position_embeddings bounds the answer)
+                    prompts: list,          # EvalPrompt list
+                    max_new_tokens: int,
+                    floor: int = 2048) -> int:   # vllm_server_argv's default
+    "The `--max-model-len` that holds every prompt plus `max_new_tokens` (at least `floor`, a multiple of 256); raises naming the prompts the target's own context cannot hold."
+    need = max((len(p.input_ids) for p in prompts), default=0) + int(max_new_tokens)
+    ctx = getattr(target.config, 'max_position_embeddings', None)
+    if ctx and need > ctx:
+        over = [f"{p.id} ({len(p.input_ids)})" for p in prompts if len(p.input_ids) + max_new_tokens > ctx]
+        raise EagleNbError(f"{len(over)} prompt(s) plus {max_new_tokens} new tokens exceed the target's context of {ctx} tokens: "
+                           f"{', '.join(over[:5])}; lower --max-new-tokens or leave these prompts out (none is cut short silently)")
+    n = max(int(floor), -(-need // 256) * 256)
+    return min(n, int(ctx)) if ctx else n
+
 def vllm_spec_eval(target,                             # a loaded Target (its dir is what vLLM serves)
                    drafter,                            # drafter checkpoint dir, an Eagle3Drafter, or 'random-init'
                    prompts: list,                      # EvalPrompt list (eval.load_eval_prompts)
@@ -465,12 +480,13 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
     tdir = _target_dir(target)
     spec_dir = export_speculators(model, run_dir/'speculators', speculative_tokens=num_speculative_tokens, verifier_name=str(tdir))
     spec_cfg = dict(model=str(spec_dir), method='eagle3', num_speculative_tokens=int(num_speculative_tokens))
+    max_len = serving_context(target, prompts, max_new_tokens)   # checked before minutes of server start-up, not by a 400 after
     servers = {}
     try:
         if urls: servers_urls = dict(urls)
         else:   # both start at once (startup dominates on CPU); same flags but the drafter
             with ThreadPoolExecutor(2) as ex:
-                fut = {k: ex.submit(start_vllm_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True,
+                fut = {k: ex.submit(start_vllm_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
                                     speculative=spec_cfg if k == 'spec' else None) for k in ('plain', 'spec')}
                 errors = []
                 for k, f in fut.items():
@@ -478,7 +494,13 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                     except Exception as e: errors.append(e)
                 if errors: raise errors[0]
             servers_urls = {k: s.url for k, s in servers.items()}
-        names = {k: served_model(u)['id'] for k, u in servers_urls.items()}
+        models = {k: served_model(u) for k, u in servers_urls.items()}
+        longest = max(len(p.input_ids) for p in prompts)
+        for k, m in models.items():   # servers given by URL have their own limit: say so before any request fails on it
+            if m.get('max_model_len') and m['max_model_len'] < longest + max_new_tokens:
+                raise EagleNbError(f"the {k} server at {servers_urls[k]} holds {m['max_model_len']} tokens; the longest prompt ({longest}) plus "
+                                   f"{max_new_tokens} new tokens needs {longest + max_new_tokens}: restart it with --max-model-len {max_len}")
+        names = {k: m['id'] for k, m in models.items()}
         ids = [p.input_ids for p in prompts]
         out, speed, acc = {}, {}, {}
         for k in ('plain', 'spec'):
