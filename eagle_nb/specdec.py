@@ -15,11 +15,12 @@ from .target import Target
 from .conventions import HiddenStateCapture
 
 # %% auto #0
-__all__ = ['tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache', 'select_cache_positions',
-           'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter',
-           'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree',
-           'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate', 'chi2_critical',
-           'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
+__all__ = ['PACKED_SDPA', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
+           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'TargetDecoder', 'stop_token_ids',
+           'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter',
+           'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree', 'accept_probability', 'residual',
+           'verify_tree', 'SpecResult', 'speculative_generate', 'chi2_critical', 'pit_values', 'uniformity_chi2',
+           'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,6 +67,34 @@ def select_cache_positions(cache, keep: torch.Tensor) -> bool:
         l.keys, l.values = l.keys.index_select(-2, idx), l.values.index_select(-2, idx)
     return True
 
+# %% ../nbs/04a_specdec.ipynb #6265a1ac
+PACKED_SDPA = 'eagle_nb_sdpa'   # the attention implementation name `packed_gqa_attention` registers
+
+def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None, **kw):
+    "transformers' `sdpa` attention, with several masked query tokens of a GQA group run as rows of one KV head (no `repeat_kv` copy)."
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    n_rep = int(getattr(module, 'num_key_value_groups', 1) or 1)
+    b, h, t, _ = query.shape
+    if (n_rep > 1 and t > 1 and attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[1] == 1
+            and key.shape[1] * n_rep == h and not module.training and kw.get('position_bias') is None and kw.get('softcap') is None):
+        q = query.reshape(b, h // n_rep, n_rep * t, query.shape[-1])              # rows: (query head in group, token)
+        m = attention_mask.expand(b, 1, t, key.shape[2]).repeat(1, 1, n_rep, 1)
+        o = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=m, scale=scaling)
+        return o.view(b, h, t, value.shape[-1]).transpose(1, 2).contiguous(), None
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kw)
+
+def packed_gqa_attention(model) -> bool:
+    "Switch a model on transformers' `sdpa` attention to `packed_gqa_sdpa` (same outputs, no KV copy in a verify); False if it uses another."
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    impl = getattr(model.config, '_attn_implementation', None)
+    if impl == PACKED_SDPA: return True
+    if impl != 'sdpa' or not hasattr(model, 'set_attn_implementation'): return False
+    AttentionInterface.register(PACKED_SDPA, packed_gqa_sdpa)
+    AttentionMaskInterface.register(PACKED_SDPA, sdpa_mask)      # the masks `sdpa` gets
+    model.set_attn_implementation(PACKED_SDPA)
+    return model.config._attn_implementation == PACKED_SDPA
+
 # %% ../nbs/04a_specdec.ipynb #95106992
 class TargetDecoder:
     "The target with a KV cache: prefill, one-forward verification of a chain or tree, rollback; aux states captured in the same forward."
@@ -74,6 +103,7 @@ class TargetDecoder:
         self.target, self.model = target, target.model
         self.device = target.device
         self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
+        self.packed_attention = packed_gqa_attention(self.model)   # the same numbers as `sdpa`, without its KV copy in a verify
         self._cache_kw = _model_cache_kwarg(self.model)
         self.cache = None
         self.forwards = 0   # target forward passes since reset (prefill included)
