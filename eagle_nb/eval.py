@@ -251,6 +251,7 @@ class EvalConfig:
     max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
     profile: str = ''              # write torch.profiler tables of one extra, untimed run of the first prompt (plain, then speculative) to this file
     int8: bool = False             # on a CPU, decode with the drafter's linear layers (but fc) in int8: same losslessness, faster drafting (specdec.int8_drafter); bf16 on an accelerator
+    exact: bool = False            # chain: verify each row's attention as a one-token step computes it, so greedy output is plain decoding's bit for bit, not only up to bf16 ties (specdec.SpecConfig.exact)
 
     def __post_init__(self):
         if self.limit < 0: raise EagleNbError(f"limit={self.limit}: use 0 (all) or a positive number")
@@ -259,7 +260,8 @@ class EvalConfig:
 
     def spec_config(self) -> SpecConfig:
         return SpecConfig(num_steps=self.num_steps, topk=self.topk, num_draft_tokens=self.num_draft_tokens or None,
-                          temperature=self.temperature, max_new_tokens=self.max_new_tokens, min_draft_prob=self.min_draft_prob)
+                          temperature=self.temperature, max_new_tokens=self.max_new_tokens, min_draft_prob=self.min_draft_prob,
+                          exact=self.exact)
 
 def tie_tolerance(dtype: torch.dtype) -> float:
     "Logit margin under which plain and speculative greedy may part ways for numerical reasons (see 04a_specdec)."

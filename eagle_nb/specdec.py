@@ -67,7 +67,7 @@ def select_cache_positions(cache, keep: torch.Tensor) -> bool:
         l.keys, l.values = l.keys.index_select(-2, idx), l.values.index_select(-2, idx)
     return True
 
-# %% ../nbs/04a_specdec.ipynb #6265a1ac
+# %% ../nbs/04a_specdec.ipynb #f08da598
 PACKED_SDPA = 'eagle_nb_sdpa'   # the attention implementation name `packed_gqa_attention` registers
 
 def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None, **kw):
@@ -75,6 +75,12 @@ def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     n_rep = int(getattr(module, 'num_key_value_groups', 1) or 1)
     b, h, t, _ = query.shape
+    if kw.pop('eagle_nb_rows', False) and t > 1 and getattr(module, 'sliding_window', None) is None:
+        # a chain verified row by row (TargetDecoder.forward(exact_rows=True)): row i attends to keys 0..n+i with no mask,
+        # the very call a one-token decode step makes there, so its output is that step's bit for bit
+        n = key.shape[2] - t
+        return torch.cat([sdpa_attention_forward(module, query[:, :, i:i + 1], key[:, :, :n + i + 1], value[:, :, :n + i + 1], None,
+                                                 dropout=dropout, scaling=scaling, is_causal=False, **kw)[0] for i in range(t)], 1), None
     if (n_rep > 1 and t > 1 and attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[1] == 1
             and key.shape[1] * n_rep == h and not module.training and kw.get('position_bias') is None and kw.get('softcap') is None):
         q = query.reshape(b, h // n_rep, n_rep * t, query.shape[-1])              # rows: (query head in group, token)
@@ -119,11 +125,17 @@ class TargetDecoder:
     def forward(self, tokens: list[int]|torch.Tensor,
                 parents: list[int]|None = None,  # tree mode: parent of each token within `tokens` (-1: the cached prefix)
                 last_only: bool = False,         # logits of the last token only (prefill, plain decoding)
+                exact_rows: bool = False,        # a chain after a cached prefix: each row's attention as a one-token step computes it
                ) -> tuple[torch.Tensor, torch.Tensor|None]:
         "Run `tokens` after the cached prefix; returns logits `(t, V)` fp32 and aux `(t, n_aux*H)` (None without capture)."
         if self.cache is None: self.reset()
         ids = torch.as_tensor(tokens, dtype=torch.long, device=self.device).view(1, -1)
         kw = {self._cache_kw: self.cache, 'use_cache': True}
+        if exact_rows and parents is None and ids.shape[1] > 1 and self.length:
+            if not self.packed_attention:
+                raise EagleNbError(f"exact verification needs the target on transformers' sdpa attention; this one uses "
+                                   f"{getattr(self.model.config, '_attn_implementation', None)!r}")
+            kw['eagle_nb_rows'] = True
         if parents is not None:
             n = self.length
             depth, _ = tree_depths_and_ancestors(parents)
@@ -302,6 +314,8 @@ class SpecConfig:
     temperature: float = 0.0         # 0 = greedy (lossless: identical to plain greedy)
     max_new_tokens: int = 128
     min_draft_prob: float = 0.0      # dynamic draft length: drop nodes whose cumulative draft probability is below this (0: fixed shape)
+    exact: bool = False              # chain only: verify each row's attention exactly as a one-token step computes it (greedy output
+                                     # bit-identical to plain decoding, not only up to ties; one attention call per row)
 
     def __post_init__(self):
         if self.num_steps < 1: raise EagleNbError(f"num_steps={self.num_steps}: must be >= 1")
@@ -318,6 +332,8 @@ class SpecConfig:
         if self.temperature < 0: raise EagleNbError(f"temperature={self.temperature}: must be >= 0")
         if self.max_new_tokens < 1: raise EagleNbError(f"max_new_tokens={self.max_new_tokens}: must be >= 1")
         if not 0 <= self.min_draft_prob < 1: raise EagleNbError(f"min_draft_prob={self.min_draft_prob}: must be in [0, 1)")
+        if self.exact and self.topk != 1:
+            raise EagleNbError(f"exact=True verifies a chain row by row (topk=1); a tree (topk={self.topk}) is verified with its mask")
 
     @property
     def chain(self) -> bool: return self.topk == 1
@@ -464,7 +480,7 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
         tree = build_draft_tree(drafter, root, cfg, generator)          # index 0 = root
         t1 = time.perf_counter()
         n = dec.length
-        logits, aux = dec.forward(tree.tokens, parents=None if cfg.chain else tree.parents)
+        logits, aux = dec.forward(tree.tokens, parents=None if cfg.chain else tree.parents, exact_rows=cfg.exact)
         path, bonus, tried = verify_tree(logits, tree, cfg.temperature, generator)
         t2 = time.perf_counter()
         res.accepted.append(len(path) - 1); res.tried.append(tried); res.drafted.append(len(tree) - 1); res.passes.append(tree.passes); res.idle.append(tree.idle)
