@@ -71,7 +71,7 @@ def training(path: str) -> dict|None:
 
 def draft_floor(rows: list[dict]) -> dict|None:
     "From the fixed chains measured (1 step and the longest): what one more draft token costs, and the acceptance it needs to pay."
-    fixed = {r['num_steps']: r for r in rows if r['topk'] == 1 and not r['min_draft_prob']}
+    fixed = {r['num_steps']: r for r in rows if r['topk'] == 1 and not r['min_draft_prob']}   # (all exact, or none: --exact)
     if 1 not in fixed or len(fixed) < 2: return None
     one, k = fixed[1], max(fixed)
     long = fixed[k]
@@ -92,6 +92,8 @@ def main():
     ap.add_argument('--shapes', default='1,2,3,4,3:4:8,4:4:12', help='comma-separated: STEPS (chain) or STEPS:TOPK:DRAFT_TOKENS (tree), either with @P for min_draft_prob P')
     ap.add_argument('--int8', choices=('off', 'on', 'both'), default='off',
                     help="drafters' linear layers in int8 (specdec.int8_drafter, CPU only); both: each drafter twice, NAME and NAME-int8")
+    ap.add_argument('--exact', action='store_true', help="chains: verify each row's attention as a one-token step computes it "
+                    "(SpecConfig.exact: output plain greedy's bit for bit); trees are run as usual and say so")
     ap.add_argument('--json', default='', help='write the results here too')
     a = ap.parse_args()
     target = load_target(a.target)
@@ -111,6 +113,8 @@ def main():
     # every (drafter, shape) pair; a lone drafter's shapes keep their plain names
     shapes = [(f'{d[0]}: {name}' if d[0] else name, cfg, d) for d in drafters
               for name, cfg in (parse_shape(s, a.max_new_tokens) for s in a.shapes.split(',') if s)]
+    if a.exact:   # SpecConfig.exact is for chains; a tree keeps the masked verify (its rows are not a prefix of each other)
+        shapes = [(name + (' exact' if cfg.chain else ''), replace(cfg, exact=cfg.chain), d) for name, cfg, d in shapes]
     dataset = a.dataset or drafters[0][3]
     if len({str(d[3]) for d in drafters}) > 1:
         print(f'note: the drafters were trained from different datasets; held-out prompts come from {dataset}, which another drafter may have trained on')
@@ -164,7 +168,7 @@ def main():
     for name, cfg, d in shapes:
         t = tot[name]
         rate = t['tokens'] / t['seconds']
-        rows.append(dict(shape=name, drafter=d[0], num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens, min_draft_prob=cfg.min_draft_prob,
+        rows.append(dict(shape=name, drafter=d[0], exact=cfg.exact, num_steps=cfg.num_steps, topk=cfg.topk, num_draft_tokens=cfg.num_draft_tokens, min_draft_prob=cfg.min_draft_prob,
                          drafted_per_round=t['drafted'] / t['rounds'], passes_per_round=t['passes'] / t['rounds'],
                          idle_passes_per_round=t['idle'] / t['rounds'],
                          tau=(t['accepted'] + t['rounds']) / t['rounds'], tokens_per_s=rate, speedup=rate / plain_rate,

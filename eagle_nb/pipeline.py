@@ -198,8 +198,8 @@ def _cards(stages: list[dict]) -> str:
                        f'decoding is slower than plain here; this drafter needs τ ≥ {_dec(tbe)} to pay off</p>')
         else: verdict = f'<p class="good">above break-even τ {_dec(tbe)}: predicted {_dec(be.get("predicted_speedup"))}×; 2× needs τ ≥ {_dec(be.get("tau_for_2x"))}</p>'
         lossless = 'exact' if sp.get('lossless') else 'up to numerical ties' if sp.get('lossless_up_to_ties') else 'NO' if sp.get('lossless_up_to_ties') is False else 'not checked (sampling)'
-        cost = (f'<p class="muted">measured in this run, a round costs in plain steps: {_num(be.get("draft_step_cost"), 2)} per draft step, '
-                f'{_num(be.get("verify_cost"), 2)} for the verify forward, {_num(be.get("rest_cost"), 2)} for prefill and bookkeeping; '
+        cost = (f'<p class="muted">measured in this run, a round costs in plain steps: {_dec(be.get("draft_step_cost"), 3)} per draft step, '
+                f'{_dec(be.get("verify_cost"))} for the verify forward, {_dec(be.get("rest_cost"))} for prefill and bookkeeping; '
                 f'plain {_num(sp.get("plain_tokens_per_s"))} tokens/s, speculative {_num(sp.get("spec_tokens_per_s"))}</p>') if tbe is not None else ''
         cards.append(f'<div class="card" id="speed"><h3>Speed-up</h3><p class="big {"bad" if s is not None and s < 1 else "good"}">{_dec(s)}×</p>'
                      f'{verdict}{cost}<p>lossless: <b>{lossless}</b></p></div>')
@@ -222,8 +222,8 @@ def _cards(stages: list[dict]) -> str:
     if tr:
         acc = tr.get('heldout_acc') or []
         cards.append(f'<div class="card" id="training"><h3>Training</h3><p class="big">τ_sim {_dec(tr.get("tau_sim"))}</p>'
-                     f'<p class="muted">held-out top-1 accuracy per TTT step; {_num(tr.get("tokens"))} tokens at {_num(tr.get("tokens_per_s"))} tokens/s</p>'
-                     + svg_bars(acc, [str(i) for i in range(len(acc))], vmax=1.0, color='#54A24B', title='held-out accuracy per TTT step')
+                     f'<p class="muted">held-out top-1 accuracy per TTT position (1: the first draft); {_num(tr.get("tokens"))} tokens at {_num(tr.get("tokens_per_s"))} tokens/s</p>'
+                     + svg_bars(acc, [str(i + 1) for i in range(len(acc))], vmax=1.0, color='#54A24B', title='held-out accuracy per TTT position')
                      + '<p class="muted">training loss</p>' + svg_line(tr.get('loss_curve') or [], title='training loss by step') + '</div>')
     return '<section class="cards">' + ''.join(cards) + '</section>' if cards else ''
 

@@ -40,7 +40,8 @@ def synthetic_run(below_break_even=True, usable=True):
 def test_page_text_is_rounded_and_explains(tmp_path):
     page = write_index(tmp_path, dict(profile='quick'), synthetic_run()).read_text()
     top = page.split('<h2>Stages</h2>')[0]
-    for shown in ('τ 1.13', '0.85×', 'below break-even τ 1.33', 'needs τ ≥ 1.33', 'usable', '4,611 B/token', 'τ_sim 0.21', 'α3'):
+    for shown in ('τ 1.13', '0.85×', 'below break-even τ 1.33', 'needs τ ≥ 1.33', 'usable', '4,611 B/token', 'τ_sim 0.21', 'α3',
+                  '0.070 per draft step', '1.12 for the verify forward', '0.04 for prefill'):   # fixed decimals: 1.03 is not shown as "1"
         assert shown in top, shown
     assert not re.search(r'\d\.\d{5,}', re.sub(r'<details>.*?</details>', '', page, flags=re.S))
     fast = write_index(tmp_path, dict(profile='quick'), synthetic_run(below_break_even=False, usable=False)).read_text()
@@ -61,7 +62,7 @@ def test_run_page_in_browser(tmp_path):
         cards = b.eval('[...document.querySelectorAll(".card")].map(c => c.id)')
         assert cards == ['acceptance', 'speed', 'diagnosis', 'store', 'training'], cards
         assert b.eval('document.querySelectorAll("#acceptance svg rect").length') == 3           # α_1..α_3
-        assert b.eval('document.querySelectorAll("#training svg rect").length') == 7             # TTT steps 0..6
+        assert b.eval('document.querySelectorAll("#training svg rect").length') == 7             # TTT positions 1..7
         assert b.eval('document.querySelectorAll("#training svg polyline").length') == 1         # the loss curve
         text = b.eval('document.body.innerText')
         assert 'τ 1.13' in text and '0.85×' in text and 'below break-even' in text
