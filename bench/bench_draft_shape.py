@@ -71,7 +71,7 @@ def training(path: str) -> dict|None:
 
 def draft_floor(rows: list[dict]) -> dict|None:
     "From the fixed chains measured (1 step and the longest): what one more draft token costs, and the acceptance it needs to pay."
-    fixed = {r['num_steps']: r for r in rows if r['topk'] == 1 and not r['min_draft_prob']}   # (all exact, or none: --exact)
+    fixed = {r['num_steps']: r for r in rows if r['topk'] == 1 and not r['min_draft_prob']}   # --exact makes every chain exact, so these compare alike
     if 1 not in fixed or len(fixed) < 2: return None
     one, k = fixed[1], max(fixed)
     long = fixed[k]
@@ -93,7 +93,7 @@ def main():
     ap.add_argument('--int8', choices=('off', 'on', 'both'), default='off',
                     help="drafters' linear layers in int8 (specdec.int8_drafter, CPU only); both: each drafter twice, NAME and NAME-int8")
     ap.add_argument('--exact', action='store_true', help="chains: verify each row's attention as a one-token step computes it "
-                    "(SpecConfig.exact: output plain greedy's bit for bit); trees are run as usual and say so")
+                    "(SpecConfig.exact: output plain greedy's bit for bit), their names end in 'exact'; trees keep the masked verify")
     ap.add_argument('--json', default='', help='write the results here too')
     a = ap.parse_args()
     target = load_target(a.target)
