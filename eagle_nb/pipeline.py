@@ -224,6 +224,8 @@ def _cards(stages: list[dict]) -> str:
         cards.append(f'<div class="card" id="training"><h3>Training</h3><p class="big">τ_sim {_dec(tr.get("tau_sim"))}</p>'
                      f'<p class="muted">held-out top-1 accuracy per TTT position (1: the first draft); {_num(tr.get("tokens"))} tokens at {_num(tr.get("tokens_per_s"))} tokens/s</p>'
                      + svg_bars(acc, [str(i + 1) for i in range(len(acc))], vmax=1.0, color='#54A24B', title='held-out accuracy per TTT position')
+                     + (f'<p class="muted">along greedy chains (drafts before it were the target\'s greedy tokens, as a decoder sees them): '
+                        f'{" / ".join(_dec(a) for a in tr["heldout_acc_chain"])}, τ_chain {_dec(tr.get("tau_chain"))}</p>' if tr.get('heldout_acc_chain') else '')
                      + '<p class="muted">training loss</p>' + svg_line(tr.get('loss_curve') or [], title='training loss by step') + '</div>')
     return '<section class="cards">' + ''.join(cards) + '</section>' if cards else ''
 

@@ -19,14 +19,14 @@ from .store import HiddenStateStore
 from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_BUCKET, pad_rows
 
 # %% auto #0
-__all__ = ['ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_cross_entropy', 'Batch', 'collate', 'teach',
-           'prepare_batch', 'TTTObjective', 'heldout_split', 'plan_batches', 'padding_fraction', 'lr_factor',
-           'simulated_acceptance', 'plot_metrics', 'LivePlot', 'TrainConfig', 'load_target_heads',
-           'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state', 'set_rng_state',
-           'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo', 'init_distributed',
-           'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state', 'load_optimizer_state', 'evaluate',
-           'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main', 'smoke_conversations',
-           'smoke_target', 'make_smoke_store']
+__all__ = ['TTT_ALIGN', 'ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_cross_entropy', 'Batch', 'collate',
+           'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective', 'heldout_split', 'plan_batches',
+           'padding_fraction', 'lr_factor', 'simulated_acceptance', 'plot_metrics', 'LivePlot', 'TrainConfig',
+           'load_target_heads', 'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state',
+           'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo',
+           'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state',
+           'load_optimizer_state', 'evaluate', 'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main',
+           'smoke_conversations', 'smoke_target', 'make_smoke_store']
 
 # %% ../nbs/03_train.ipynb #c8135954
 def ttt_masks(loss_mask: Tensor,        # (B, T) token j is trained (assistant content + end of turn)
@@ -232,6 +232,7 @@ class Batch:
     counts: Tensor                 # (steps,) trained rows per step (this micro-batch)
     tokens: int                    # real tokens
     padded: int                    # B x T
+    greedy: Tensor|None = None     # (M,) the token row t of step i+1 reads (t+i+2) is the teacher's greedy choice here
 
 def collate(samples: list[dict], max_len: int, dtype: torch.dtype, pin: bool = False,
             multiple: int = 1,      # pad T up to a multiple of this (training on CPU: `ROW_BUCKET`, so shapes repeat)
@@ -296,22 +297,45 @@ def teach(c: dict,                      # a `collate`d batch
     step, rem = rows // (B * (T - 1)), rows % (B * (T - 1))
     b, t = rem // (T - 1), rem % (T - 1)
     target_rows = row_of[b * T + t + step + 1]                             # the teacher of step i, row t: position t+i+1
+    # does the data go on as the target would? the token step i+1 reads at row t (t+i+2) against the teacher's greedy here
+    t2d = t2d.to(device)
+    nxt = c['input_ids'][b, t + step + 2]                                  # inside the sample: row (i, t) trains token t+i+2
+    greedy = t2d[nxt] & ((t2d.long().cumsum(0) - 1)[nxt] == argmax[target_rows])
     return Batch(ids=ids, aux=c['aux'][:, :-1], input_ids=c['input_ids'][:, 1:],
                  attention_mask=c['attention_mask'][:, 1:], probs=probs, rows=rows, target_rows=target_rows,
                  target_argmax=argmax[target_rows], row_step=step, counts=masks.sum((1, 2)),
-                 tokens=int(c['attention_mask'].sum()), padded=B * T)
+                 tokens=int(c['attention_mask'].sum()), padded=B * T, greedy=greedy)
 
 def prepare_batch(samples: list[dict], steps: int, head: TargetHead|None, t2d: Tensor, draft_size: int,
                   max_len: int, device: torch.device, dtype: torch.dtype, known: dict|None = None) -> Batch:
     "`collate` then `teach`: store samples -> a `Batch` on `device`."
     return teach(collate(samples, max_len, dtype), steps, head, t2d, draft_size, device, known)
 
+TTT_ALIGN = ('off', 'draft', 'greedy')
+
+def chain_good(ok: Tensor, greedy: Tensor, align: str) -> Tensor:
+    "(M,) bool: a chain through row (i, t) goes on to step i+1: the draft was the teacher's greedy token ('draft'), and the data's next token is it too ('greedy')."
+    return ok.bool() & greedy if align == 'greedy' else ok.bool()
+
+def chain_alive(batch: Batch, ok: Tensor, align: str = 'greedy') -> Tensor:
+    """(M,) bool: row (i, t) lies on a chain a decoder would still be drafting: rows (j, t) for every j < i were trained
+    and went on (`chain_good`). Its top-1 accuracy over live rows is the conditional acceptance alpha_i+1."""
+    B, T1 = batch.input_ids.shape
+    S = int(batch.row_step.max()) + 1 if len(batch.rows) else 1
+    pos = batch.rows - batch.row_step * (B * T1)                        # b*T1 + t
+    good = torch.zeros(S, B * T1, dtype=torch.bool, device=ok.device)
+    good[batch.row_step, pos] = chain_good(ok, batch.greedy, align)
+    alive = torch.ones_like(good); alive[1:] = good[:-1].int().cumprod(0).bool()
+    return alive[batch.row_step, pos]
+
 class TTTObjective(nn.Module):
     "The drafter and its training-time-test loss in one forward (what DDP / FSDP wrap)."
     def __init__(self, drafter: Eagle3Drafter, steps: int = 7, chunk: int = 2048, compiled: bool = False,
-                 skip_rows: bool = True):  # skip positions no loss needs at TTT steps >= 1 (same loss, less work)
+                 skip_rows: bool = True,  # skip positions no loss needs at TTT steps >= 1 (same loss, less work)
+                 align: str = 'off'):     # 'draft'/'greedy': steps >= 1 train only rows whose chain is alive (`chain_alive`)
         super().__init__()
-        self.drafter, self.steps, self.chunk, self.compiled, self.skip_rows = drafter, steps, chunk, compiled, skip_rows
+        if align not in TTT_ALIGN: raise EagleNbError(f"TTTObjective: align={align!r}; use one of {', '.join(TTT_ALIGN)}")
+        self.drafter, self.steps, self.chunk, self.compiled, self.skip_rows, self.align = drafter, steps, chunk, compiled, skip_rows, align
 
     def forward(self, batch: Batch, step_weight: Tensor  # (steps,) loss weight per row of each step
                 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -326,8 +350,25 @@ class TTTObjective(nn.Module):
         hidden = flat.index_select(0, batch.rows)                  # (M, H) only rows that carry loss
         w = self.drafter.lm_head.weight
         dtype = torch.bfloat16 if torch.is_autocast_enabled(hidden.device.type) else w.dtype
-        return head_cross_entropy(hidden, w, batch.probs, batch.target_rows, batch.target_argmax,
-                                  step_weight[batch.row_step], chunk=self.chunk, dtype=dtype, compiled=self.compiled)
+        if self.align == 'off' or self.steps == 1:
+            return head_cross_entropy(hidden, w, batch.probs, batch.target_rows, batch.target_argmax,
+                                      step_weight[batch.row_step], chunk=self.chunk, dtype=dtype, compiled=self.compiled)
+        # step by step: step i's weights need steps < i's top-1; rows are step-major, so each step is a slice
+        pos = batch.rows - batch.row_step * (B * T1)
+        alive = torch.ones(B * T1, dtype=torch.bool, device=hidden.device)
+        total, ces, oks, a = 0, [], [], 0
+        for i, n in enumerate(batch.counts.tolist()):
+            s = slice(a, a + n); a += n
+            live = alive[pos[s]]
+            # a dead row weighs nothing; a live one what it weighs unaligned (spreading the step's weight over the few live
+            # rows of an untrained drafter blew them up: held-out top-1 0.20 against 0.29 on the quick store)
+            rw = torch.where(live, step_weight[i], 0.0)
+            t_, ce, ok = head_cross_entropy(hidden[s], w, batch.probs, batch.target_rows[s], batch.target_argmax[s], rw,
+                                            chunk=self.chunk, dtype=dtype, compiled=self.compiled)
+            total = total + t_; ces.append(ce); oks.append(ok)
+            nxt = torch.zeros_like(alive); nxt[pos[s]] = live & chain_good(ok, batch.greedy[s], self.align)
+            alive = nxt
+        return total, torch.cat(ces), torch.cat(oks)
 
 # %% ../nbs/03_train.ipynb #4debb9da
 def heldout_split(ids: list[str], fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -427,6 +468,7 @@ class TrainConfig:
     draft_vocab_size: int = 32000   # size of the draft vocab when it is built from the store's tokens
     ttt_steps: int = 7              # training-time-test depth (EAGLE-3: 7)
     loss_decay: float = 0.8         # the loss of TTT step i is weighted decay**i
+    ttt_align: str = 'off'          # steps >= 1 train only rows on a live chain: 'draft' (earlier drafts were the target's greedy), 'greedy' (and so was the data)
     steps: int = 0                  # optimizer steps (0: `epochs` passes over the training split)
     epochs: int = 1                 # passes over the training split when steps is 0
     lr: float = 1e-3                # peak learning rate (one window per step; 1e-3 with the target's lm_head learns most per token, 10_payoff)
@@ -475,6 +517,7 @@ class TrainConfig:
         if not self.out: bad("out is empty; pass --out DIR for checkpoints and the trained drafter")
         if self.ttt_steps < 1: bad(f"ttt_steps={self.ttt_steps}; use 1 or more (EAGLE-3 uses 7)")
         if not 0 < self.loss_decay <= 1: bad(f"loss_decay={self.loss_decay}; use a value in (0, 1] (EAGLE-3 uses 0.8)")
+        if self.ttt_align not in TTT_ALIGN: bad(f"ttt_align={self.ttt_align!r}; use one of {', '.join(TTT_ALIGN)}")
         if self.steps < 0 or self.epochs < 1: bad(f"steps={self.steps}, epochs={self.epochs}; steps >= 0 and epochs >= 1")
         if not self.lr > 0: bad(f"lr={self.lr}; use a positive learning rate such as 1e-4")
         if not 0 <= self.warmup < 1: bad(f"warmup={self.warmup} is a fraction of the steps; use a value in [0, 1)")
@@ -693,10 +736,12 @@ def evaluate(model: nn.Module,            # the (wrapped) TTTObjective
              load: Callable[[list[str]], Batch],  # sample ids -> Batch
              lengths: dict[str, int],     # held-out id -> length
              steps: int, di: DistInfo, amp: bool = True, batch_tokens: int = 2048) -> dict:
-    "Per-position loss/accuracy and tau_sim on the held-out samples."
+    """Per-position loss/accuracy and tau_sim on the held-out samples; and along chains (`chain_alive`): top-1 at
+    position i+1 over the rows whose drafts 1..i were the target's greedy tokens, as were the data's (`acc_chain`, what a
+    decoder's conditional acceptance alpha_i+1 measures; tau_chain from it)."""
     if not lengths: return {}
     batches = plan_batches(lengths, batch_tokens, shuffle=False)
-    ce_sum, correct, count = (torch.zeros(steps, dtype=torch.float64, device=di.device) for _ in range(3))
+    ce_sum, correct, count, ccorrect, ccount = (torch.zeros(steps, dtype=torch.float64, device=di.device) for _ in range(5))
     ones = torch.ones(steps, device=di.device)
     was_training = model.training; model.eval()
     try:
@@ -707,10 +752,13 @@ def evaluate(model: nn.Module,            # the (wrapped) TTTObjective
             if j < len(batches):
                 ce_sum.index_add_(0, b.row_step, ce.double()); correct.index_add_(0, b.row_step, ok.double())
                 count += b.counts.double()
+                live = chain_alive(b, ok)
+                ccorrect.index_add_(0, b.row_step[live], ok[live].double()); ccount += torch.bincount(b.row_step[live], minlength=steps).double()
     finally: model.train(was_training)
-    for t in (ce_sum, correct, count): all_sum(t, di)
-    acc = (correct / count.clamp_min(1)).tolist()
+    for t in (ce_sum, correct, count, ccorrect, ccount): all_sum(t, di)
+    acc, acc_chain = (correct / count.clamp_min(1)).tolist(), (ccorrect / ccount.clamp_min(1)).tolist()
     return dict(loss=(ce_sum / count.clamp_min(1)).tolist(), acc=acc, tau_sim=simulated_acceptance(acc),
+                acc_chain=acc_chain, tau_chain=simulated_acceptance(acc_chain), chain_rows=ccount.long().tolist(),
                 rows=count.long().tolist(), samples=len(lengths))
 
 # %% ../nbs/03_train.ipynb #ca4565c3
@@ -725,7 +773,7 @@ class TrainResult:
     tokens: int         # real tokens trained on in this process's run (not counting resumed-over steps)
 
 # fields that change the trajectory: a checkpoint only resumes a run with the same values
-_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'ttt_steps', 'loss_decay', 'steps', 'epochs', 'lr', 'warmup',
+_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'ttt_steps', 'loss_decay', 'ttt_align', 'steps', 'epochs', 'lr', 'warmup',
                   'min_lr_ratio', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'batch_tokens', 'batch_samples', 'micro_batches',
                   'max_len', 'eval_fraction', 'seed', 'amp')
 
@@ -817,7 +865,7 @@ def train(config: TrainConfig,
         if ckpts:
             weights, state = read_checkpoint(ckpts[-1])
             was = state.get('config', {})
-            was = {'batch_samples': 0, **was}   # checkpoints from before the cap batched without one
+            was = {'batch_samples': 0, 'ttt_align': 'off', **was}   # checkpoints from before these fields trained as their defaults do
             diff = [f"{k} ({was.get(k)!r} -> {getattr(c, k)!r})" for k in _RESUME_FIELDS if was.get(k) != getattr(c, k)]
             if state.get('store_fingerprint') != _store_fingerprint(m): diff.insert(0, 'the store' if not m.get('online') and not was.get('online') else 'the data (online dataset, target dtype, aux layers/dtype) or store')
             if diff:
@@ -829,7 +877,7 @@ def train(config: TrainConfig,
             if unexpected or missing: raise EagleNbError(f"{ckpts[-1]}: weights do not match this drafter (missing {missing}, unexpected {unexpected})")
             start = int(state['step'])
         drafter = drafter.to(dev)
-        objective = TTTObjective(drafter, c.ttt_steps, c.chunk_rows or _auto_chunk(len(token_ids)), c.compile)
+        objective = TTTObjective(drafter, c.ttt_steps, c.chunk_rows or _auto_chunk(len(token_ids)), c.compile, align=c.ttt_align)
         fsdp = c.fsdp and di.world > 1
         model = wrap_objective(objective, di, fsdp)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -1007,7 +1055,8 @@ def train_main(argv: list[str]) -> int:
     if int(os.environ.get('RANK', '0')) == 0:
         ev = r.eval
         summary = dict(out=str(r.out), steps=r.steps, loss=r.last.get('loss'), train_acc=r.last.get('acc'),
-                       heldout_acc=ev.get('acc'), tau_sim=ev.get('tau_sim'), seconds=round(r.seconds, 1))
+                       heldout_acc=ev.get('acc'), tau_sim=ev.get('tau_sim'), heldout_acc_chain=ev.get('acc_chain'),
+                       tau_chain=ev.get('tau_chain'), seconds=round(r.seconds, 1))
         print(json.dumps(summary))
     return 0
 

@@ -29,6 +29,7 @@ def synthetic_run(below_break_even=True, usable=True):
                                                          store='/run/store')),
         _stage(3, '03_train.ipynb', 'train', dict(steps=214, tokens=58012, tokens_per_s=318.44444444444446, tau_sim=0.21034482758620688,
                                                 heldout_acc=[0.18181818181818182, 0.13636363636363635, 0.11688311688311688, 0.10227272727272728, 0.0921, 0.088, 0.085],
+                                                heldout_acc_chain=[0.18181818181818182, 0.2049, 0.2513, 0.1, 0.0, 0.0, 0.0], tau_chain=0.2411111111111111,
                                                 loss_curve=[[s, 10.0 * 0.99 ** s + 5] for s in range(1, 215, 3)])),
         _stage(4, '04_eval.ipynb', 'eval', dict(metrics=dict(accept_length=tau, alpha=[0.11666666666666667, 0.10344827586206896, 0.0]),
                                               speed=dict(speedup=0.8512345678901234 if below_break_even else 1.6012345678901234, lossless=True,
@@ -41,7 +42,8 @@ def test_page_text_is_rounded_and_explains(tmp_path):
     page = write_index(tmp_path, dict(profile='quick'), synthetic_run()).read_text()
     top = page.split('<h2>Stages</h2>')[0]
     for shown in ('τ 1.13', '0.85×', 'below break-even τ 1.33', 'needs τ ≥ 1.33', 'usable', '4,611 B/token', 'τ_sim 0.21', 'α3',
-                  '0.070 per draft step', '1.12 for the verify forward', '0.04 for prefill'):   # fixed decimals: 1.03 is not shown as "1"
+                  '0.070 per draft step', '1.12 for the verify forward', '0.04 for prefill',
+                  '0.18 / 0.20 / 0.25 / 0.10 / 0.00 / 0.00 / 0.00, τ_chain 0.24'):   # fixed decimals: 1.03 is not shown as "1"
         assert shown in top, shown
     assert not re.search(r'\d\.\d{5,}', re.sub(r'<details>.*?</details>', '', page, flags=re.S))
     fast = write_index(tmp_path, dict(profile='quick'), synthetic_run(below_break_even=False, usable=False)).read_text()
