@@ -63,10 +63,11 @@ def training(path: str) -> dict|None:
     if not tr: return None
     tc = json.loads((d/'train_config.json').read_text()) if (d/'train_config.json').exists() else {}
     ev = json.loads((d/'eval.json').read_text()) if (d/'eval.json').exists() else {}
-    return dict({k: tc.get(k) for k in ('ttt_steps', 'epochs', 'lr', 'init_lm_head', 'draft_vocab_size', 'max_len')},
+    return dict({k: tc.get(k) for k in ('ttt_steps', 'ttt_align', 'epochs', 'lr', 'init_lm_head', 'draft_vocab_size', 'max_len')},
                 steps=len(tr), tokens=sum(r.get('tokens', 0) for r in tr), seconds=round(sum(r.get('seconds', 0.0) for r in tr), 1),
                 tokens_per_s_median=statistics.median(r['tokens_per_s'] for r in tr[len(tr) // 10:]),
-                heldout_acc=ev.get('acc'), heldout_tau_sim=ev.get('tau_sim'), heldout_samples=ev.get('samples'))
+                heldout_acc=ev.get('acc'), heldout_tau_sim=ev.get('tau_sim'), heldout_acc_chain=ev.get('acc_chain'),
+                heldout_samples=ev.get('samples'))
 
 
 def draft_floor(rows: list[dict]) -> dict|None:

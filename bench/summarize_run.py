@@ -21,7 +21,7 @@ recs = [json.loads(l) for l in (run/'drafter'/'metrics.jsonl').read_text().split
 tr = [x for x in recs if x.get('kind') == 'train']
 tps = [x['tokens_per_s'] for x in tr][len(tr) // 10:]
 tc = rd(run/'drafter'/'train_config.json') if (run/'drafter'/'train_config.json').exists() else {}
-doc['recipe'] = {k: tc.get(k) for k in ('lr', 'init_lm_head', 'batch_tokens', 'batch_samples', 'max_len', 'ttt_steps', 'epochs', 'warmup') if k in tc}
+doc['recipe'] = {k: tc.get(k) for k in ('lr', 'init_lm_head', 'batch_tokens', 'batch_samples', 'max_len', 'ttt_steps', 'ttt_align', 'epochs', 'warmup') if k in tc}
 doc['train'] = dict(steps=len(tr), tokens=sum(x['tokens'] for x in tr), tokens_per_s_median=statistics.median(tps),
                     seconds=sum(x['seconds'] for x in tr), final_loss=tr[-1]['loss'],
                     loss_curve=[(x['step'], round(x['loss'], 4)) for x in tr[::max(1, len(tr) // 40)]])
