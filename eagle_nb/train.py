@@ -19,12 +19,12 @@ from .store import HiddenStateStore
 from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_BUCKET, pad_rows
 
 # %% auto #0
-__all__ = ['TTT_ALIGN', 'ttt_masks', 'TargetHead', 'topk_distribution', 'ce_kernels', 'head_cross_entropy', 'Batch', 'collate',
-           'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective', 'heldout_split', 'plan_batches',
-           'padding_fraction', 'lr_factor', 'simulated_acceptance', 'plot_metrics', 'LivePlot', 'TrainConfig',
-           'load_target_heads', 'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state',
-           'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo',
-           'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state',
+__all__ = ['TTT_ALIGN', 'ttt_masks', 'TargetHead', 'draft_index', 'topk_distribution', 'ce_kernels', 'head_cross_entropy',
+           'Batch', 'collate', 'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective', 'heldout_split',
+           'plan_batches', 'padding_fraction', 'lr_factor', 'simulated_acceptance', 'plot_metrics', 'LivePlot',
+           'TrainConfig', 'load_target_heads', 'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256',
+           'rng_state', 'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint',
+           'DistInfo', 'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state',
            'load_optimizer_state', 'evaluate', 'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main',
            'smoke_conversations', 'smoke_target', 'make_smoke_store']
 
@@ -80,6 +80,10 @@ class TargetHead:
             probs /= probs.sum(-1, keepdim=True)
         return probs[:N], argmax[:N], in_draft.to(x.device, torch.bool)
 
+def draft_index(t2d: Tensor) -> Tensor:
+    "(V,) target id -> draft id, from the draft vocab's membership mask `t2d` (meaningful where `t2d` is True)."
+    return t2d.long().cumsum(0) - 1
+
 def topk_distribution(topk_ids: Tensor,       # (N, k) draft-vocab ids, best first
                       topk_logprobs: Tensor,  # (N, k) log-probs over the full target vocab
                       target_argmax: Tensor,  # (N,) the target's full-vocab argmax (target ids)
@@ -92,7 +96,7 @@ def topk_distribution(topk_ids: Tensor,       # (N, k) draft-vocab ids, best fir
     probs = torch.zeros(N, draft_size, device=topk_ids.device).scatter_add_(1, topk_ids.long().clamp_min(0), p * (topk_ids >= 0))
     probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-30)
     in_draft = t2d[target_argmax.long()]
-    argmax = (t2d.long().cumsum(0) - 1)[target_argmax.long()].clamp_min(0)   # target id -> draft id
+    argmax = draft_index(t2d)[target_argmax.long()].clamp_min(0)
     return probs, argmax, in_draft
 
 # %% ../nbs/03_train.ipynb #462a2357
@@ -232,7 +236,11 @@ class Batch:
     counts: Tensor                 # (steps,) trained rows per step (this micro-batch)
     tokens: int                    # real tokens
     padded: int                    # B x T
-    greedy: Tensor|None = None     # (M,) the token row t of step i+1 reads (t+i+2) is the teacher's greedy choice here
+    greedy: Tensor                 # (M,) the token row t of step i+1 reads (t+i+2) is the teacher's greedy choice here
+
+    def positions(self) -> Tensor:
+        "(M,) each row's position b*(T-1)+t in its step"
+        return self.rows - self.row_step * self.input_ids.numel()
 
 def collate(samples: list[dict], max_len: int, dtype: torch.dtype, pin: bool = False,
             multiple: int = 1,      # pad T up to a multiple of this (training on CPU: `ROW_BUCKET`, so shapes repeat)
@@ -300,7 +308,7 @@ def teach(c: dict,                      # a `collate`d batch
     # does the data go on as the target would? the token step i+1 reads at row t (t+i+2) against the teacher's greedy here
     t2d = t2d.to(device)
     nxt = c['input_ids'][b, t + step + 2]                                  # inside the sample: row (i, t) trains token t+i+2
-    greedy = t2d[nxt] & ((t2d.long().cumsum(0) - 1)[nxt] == argmax[target_rows])
+    greedy = t2d[nxt] & (draft_index(t2d)[nxt] == argmax[target_rows])
     return Batch(ids=ids, aux=c['aux'][:, :-1], input_ids=c['input_ids'][:, 1:],
                  attention_mask=c['attention_mask'][:, 1:], probs=probs, rows=rows, target_rows=target_rows,
                  target_argmax=argmax[target_rows], row_step=step, counts=masks.sum((1, 2)),
@@ -320,10 +328,8 @@ def chain_good(ok: Tensor, greedy: Tensor, align: str) -> Tensor:
 def chain_alive(batch: Batch, ok: Tensor, align: str = 'greedy') -> Tensor:
     """(M,) bool: row (i, t) lies on a chain a decoder would still be drafting: rows (j, t) for every j < i were trained
     and went on (`chain_good`). Its top-1 accuracy over live rows is the conditional acceptance alpha_i+1."""
-    B, T1 = batch.input_ids.shape
-    S = int(batch.row_step.max()) + 1 if len(batch.rows) else 1
-    pos = batch.rows - batch.row_step * (B * T1)                        # b*T1 + t
-    good = torch.zeros(S, B * T1, dtype=torch.bool, device=ok.device)
+    pos = batch.positions()
+    good = torch.zeros(len(batch.counts), batch.input_ids.numel(), dtype=torch.bool, device=ok.device)
     good[batch.row_step, pos] = chain_good(ok, batch.greedy, align)
     alive = torch.ones_like(good); alive[1:] = good[:-1].int().cumprod(0).bool()
     return alive[batch.row_step, pos]
@@ -354,7 +360,7 @@ class TTTObjective(nn.Module):
             return head_cross_entropy(hidden, w, batch.probs, batch.target_rows, batch.target_argmax,
                                       step_weight[batch.row_step], chunk=self.chunk, dtype=dtype, compiled=self.compiled)
         # step by step: step i's weights need steps < i's top-1; rows are step-major, so each step is a slice
-        pos = batch.rows - batch.row_step * (B * T1)
+        pos = batch.positions()
         alive = torch.ones(B * T1, dtype=torch.bool, device=hidden.device)
         total, ces, oks, a = 0, [], [], 0
         for i, n in enumerate(batch.counts.tolist()):
