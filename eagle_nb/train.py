@@ -20,13 +20,13 @@ from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_
 
 # %% auto #0
 __all__ = ['TTT_ALIGN', 'ttt_masks', 'TargetHead', 'draft_index', 'topk_distribution', 'ce_kernels', 'head_cross_entropy',
-           'Batch', 'collate', 'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective', 'heldout_split',
-           'plan_batches', 'padding_fraction', 'lr_factor', 'simulated_acceptance', 'plot_metrics', 'LivePlot',
-           'TrainConfig', 'load_target_heads', 'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256',
-           'rng_state', 'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint',
-           'DistInfo', 'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state',
-           'load_optimizer_state', 'evaluate', 'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main',
-           'smoke_conversations', 'smoke_target', 'make_smoke_store']
+           'Batch', 'collate', 'sharpen', 'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective',
+           'heldout_split', 'plan_batches', 'padding_fraction', 'lr_factor', 'simulated_acceptance', 'plot_metrics',
+           'LivePlot', 'TrainConfig', 'load_target_heads', 'draft_vocab_from_store', 'resolve_draft_vocab',
+           'vocab_sha256', 'rng_state', 'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint',
+           'read_checkpoint', 'DistInfo', 'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state',
+           'optimizer_state', 'load_optimizer_state', 'evaluate', 'TrainResult', 'StepProfile', 'train',
+           'config_from_args', 'train_main', 'smoke_conversations', 'smoke_target', 'make_smoke_store']
 
 # %% ../nbs/03_train.ipynb #c8135954
 def ttt_masks(loss_mask: Tensor,        # (B, T) token j is trained (assistant content + end of turn)
@@ -268,6 +268,16 @@ def collate(samples: list[dict], max_len: int, dtype: torch.dtype, pin: bool = F
     out['ids'] = [s.get('id', '?') for s in samples]
     return out
 
+def sharpen(probs: Tensor,     # (N, Vd) the teacher over the draft vocab, rows summing to 1
+            argmax: Tensor,    # (N,) its argmax (draft ids)
+            temp: float,       # 1: unchanged; in (0, 1) sharper; 0: one-hot at the argmax (hard labels)
+            ) -> Tensor:
+    "The teacher at temperature `temp`: softmax(logits / temp) = p^(1/temp), renormalized; in place."
+    if temp == 1: return probs
+    if temp == 0: return probs.zero_().scatter_(1, argmax[:, None].long(), 1.0)
+    probs.pow_(1 / temp)
+    return probs.div_(probs.sum(-1, keepdim=True).clamp_min(1e-30))
+
 @torch.no_grad()
 def teach(c: dict,                      # a `collate`d batch
           steps: int,                   # TTT depth
@@ -275,6 +285,7 @@ def teach(c: dict,                      # a `collate`d batch
           t2d: Tensor,                  # (V,) draft-vocab membership (top-k stores)
           draft_size: int, device: torch.device,
           known: dict|None = None,      # sample id -> its trained positions whose target argmax is not a draft token; filled here
+          temp: float = 1.0,            # teacher temperature (`sharpen`): 1 the target's distribution, 0 one-hot at its argmax
           ) -> Batch:
     """Move a collated batch to the device, compute the teacher once at trained positions, list the (step, row) pairs with loss.
     With `known`, a batch of samples seen before (the next epoch, the next held-out evaluation) skips the non-draft maximum."""
@@ -298,6 +309,7 @@ def teach(c: dict,                      # a `collate`d batch
             for b, row in enumerate(off.view(B, T).cpu()): known[ids[b]] = tuple(row.nonzero().flatten().tolist())
     else: probs, argmax, ok = topk_distribution(c['topk_ids'].flatten(0, 1)[pos], c['topk_logprobs'].flatten(0, 1)[pos],
                                                 c['target_argmax'].flatten()[pos], t2d, draft_size)
+    probs = sharpen(probs, argmax, temp)
     in_draft = torch.zeros(B * T, dtype=torch.bool, device=device); in_draft[pos] = ok
     row_of = torch.full((B * T,), -1, dtype=torch.long, device=device); row_of[pos] = torch.arange(len(pos), device=device)
     masks = ttt_masks(c['loss_mask'], in_draft.view(B, T), steps, c['attention_mask'])   # (steps, B, T-1)
@@ -475,6 +487,7 @@ class TrainConfig:
     ttt_steps: int = 7              # training-time-test depth (EAGLE-3: 7)
     loss_decay: float = 0.8         # the loss of TTT step i is weighted decay**i
     ttt_align: str = 'off'          # steps >= 1 train only rows on a live chain: 'draft' (earlier drafts were the target's greedy), 'greedy' (and so was the data)
+    teacher_temp: float = 1.0       # the teacher's temperature in training: 1 the target's distribution, 0 one-hot at its argmax (held-out evaluation always uses 1)
     steps: int = 0                  # optimizer steps (0: `epochs` passes over the training split)
     epochs: int = 1                 # passes over the training split when steps is 0
     lr: float = 1e-3                # peak learning rate (one window per step; 1e-3 with the target's lm_head learns most per token, 10_payoff)
@@ -524,6 +537,7 @@ class TrainConfig:
         if self.ttt_steps < 1: bad(f"ttt_steps={self.ttt_steps}; use 1 or more (EAGLE-3 uses 7)")
         if not 0 < self.loss_decay <= 1: bad(f"loss_decay={self.loss_decay}; use a value in (0, 1] (EAGLE-3 uses 0.8)")
         if self.ttt_align not in TTT_ALIGN: bad(f"ttt_align={self.ttt_align!r}; use one of {', '.join(TTT_ALIGN)}")
+        if not 0 <= self.teacher_temp <= 4: bad(f"teacher_temp={self.teacher_temp}; use a value in [0, 4] (1: the target's distribution, 0: its argmax)")
         if self.steps < 0 or self.epochs < 1: bad(f"steps={self.steps}, epochs={self.epochs}; steps >= 0 and epochs >= 1")
         if not self.lr > 0: bad(f"lr={self.lr}; use a positive learning rate such as 1e-4")
         if not 0 <= self.warmup < 1: bad(f"warmup={self.warmup} is a fraction of the steps; use a value in [0, 1)")
@@ -779,7 +793,7 @@ class TrainResult:
     tokens: int         # real tokens trained on in this process's run (not counting resumed-over steps)
 
 # fields that change the trajectory: a checkpoint only resumes a run with the same values
-_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'ttt_steps', 'loss_decay', 'ttt_align', 'steps', 'epochs', 'lr', 'warmup',
+_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'ttt_steps', 'loss_decay', 'ttt_align', 'teacher_temp', 'steps', 'epochs', 'lr', 'warmup',
                   'min_lr_ratio', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'batch_tokens', 'batch_samples', 'micro_batches',
                   'max_len', 'eval_fraction', 'seed', 'amp')
 
@@ -871,7 +885,7 @@ def train(config: TrainConfig,
         if ckpts:
             weights, state = read_checkpoint(ckpts[-1])
             was = state.get('config', {})
-            was = {'batch_samples': 0, 'ttt_align': 'off', **was}   # checkpoints from before these fields trained as their defaults do
+            was = {'batch_samples': 0, 'ttt_align': 'off', 'teacher_temp': 1.0, **was}   # checkpoints from before these fields trained as their defaults do
             diff = [f"{k} ({was.get(k)!r} -> {getattr(c, k)!r})" for k in _RESUME_FIELDS if was.get(k) != getattr(c, k)]
             if state.get('store_fingerprint') != _store_fingerprint(m): diff.insert(0, 'the store' if not m.get('online') and not was.get('online') else 'the data (online dataset, target dtype, aux layers/dtype) or store')
             if diff:
@@ -944,7 +958,7 @@ def train(config: TrainConfig,
             t0 = time.perf_counter()
             epoch, global_ids, collated = pending.result()
             pending = pool.submit(fetch, step + 1) if step + 1 < total else None
-            batches = [teach(cb, c.ttt_steps, head, t2d_dev, len(token_ids), dev, known) for cb in collated]
+            batches = [teach(cb, c.ttt_steps, head, t2d_dev, len(token_ids), dev, known, c.teacher_temp) for cb in collated]
             # trained rows per TTT step over the whole global batch -> per-row weight decay^i / n_i (x world: DDP averages)
             counts = all_sum(sum(b.counts for b in batches).double(), di)
             step_weight = torch.where(counts > 0, decay / counts.clamp_min(1) * di.world, 0.0).float()
