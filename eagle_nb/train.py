@@ -21,12 +21,13 @@ from .drafter import DrafterConfig, Eagle3Drafter, save_drafter, vocab_map, ROW_
 # %% auto #0
 __all__ = ['TTT_ALIGN', 'ttt_masks', 'TargetHead', 'draft_index', 'topk_distribution', 'ce_kernels', 'head_cross_entropy',
            'Batch', 'collate', 'sharpen', 'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective',
-           'heldout_split', 'plan_batches', 'padding_fraction', 'lr_factor', 'simulated_acceptance', 'plot_metrics',
-           'LivePlot', 'TrainConfig', 'load_target_heads', 'draft_vocab_from_store', 'resolve_draft_vocab',
-           'vocab_sha256', 'rng_state', 'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint',
-           'read_checkpoint', 'DistInfo', 'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state',
-           'optimizer_state', 'load_optimizer_state', 'evaluate', 'TrainResult', 'StepProfile', 'train',
-           'config_from_args', 'train_main', 'smoke_conversations', 'smoke_target', 'make_smoke_store']
+           'replay_chain', 'replay_sample', 'heldout_split', 'plan_batches', 'padding_fraction', 'lr_factor',
+           'simulated_acceptance', 'plot_metrics', 'LivePlot', 'TrainConfig', 'load_target_heads',
+           'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state', 'set_rng_state',
+           'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo', 'init_distributed',
+           'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state', 'load_optimizer_state', 'evaluate',
+           'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main', 'smoke_conversations',
+           'smoke_target', 'make_smoke_store']
 
 # %% ../nbs/03_train.ipynb #c8135954
 def ttt_masks(loss_mask: Tensor,        # (B, T) token j is trained (assistant content + end of turn)
@@ -387,6 +388,43 @@ class TTTObjective(nn.Module):
             nxt = torch.zeros_like(alive); nxt[pos[s]] = live & chain_good(ok, batch.greedy[s], self.align)
             alive = nxt
         return total, torch.cat(ces), torch.cat(oks)
+
+# %% ../nbs/03_train.ipynb #6fb5c57a
+def replay_chain(ok: Tensor,   # (K, T-1) bool: row (i, t)'s top-1 is token t+i+2 of the sequence (rows without loss: False)
+                 start: int,   # the first round's row: the prompt's length - 1 (the first new token comes from the prefill)
+                 length: int,  # the sequence's length in tokens (prompt + the target's greedy continuation)
+                 new_tokens: int = 0,  # the decoder's max_new_tokens (0: the whole continuation); its last round
+                                       # accepts drafts past it, so continue the sequence K tokens further to replay it
+                 ) -> list[int]:
+    """Accepted drafts per verify round of a greedy K-step chain decoder over a sequence that is the target's own greedy
+    continuation: a round at row t holds tokens up to t+1, accepts the leading hits of column t and its bonus token, and
+    the next round starts at row t + accepted + 1, while fewer than `new_tokens` are made (as `speculative_generate`)."""
+    out, t, made = [], start, 1                      # the prefill made the first new token
+    limit = new_tokens or length - start - 1
+    hits = ok.T.int().cumprod(1).sum(1).tolist() if ok.numel() else []   # leading hits of each row's chain
+    while made < limit and t + 2 <= length - 1:      # a token is left to make: t+2 is this round's first
+        a = min(hits[t] if t < len(hits) else 0, length - 3 - t)       # never past the sequence's end
+        out.append(a); made += a + 1; t += a + 1
+    return out
+
+# %% ../nbs/03_train.ipynb #729b008a
+@torch.no_grad()
+def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), on `device`
+                  head: TargetHead,       # the target's lm_head over the drafter's vocab: the teacher
+                  sample: dict,           # a store sample (`HiddenStateStore.get`): prompt + the target's greedy continuation
+                  prompt_len: int,        # tokens of the prompt; the rest was generated
+                  steps: int = 3,         # chain depth replayed (`--num-steps`)
+                  new_tokens: int = 0,    # the decoder's max_new_tokens (0: the whole continuation; see `replay_chain`)
+                  device: torch.device|str|None = None,
+                  ) -> list[int]:
+    "Accepted drafts per verify round of a greedy `steps`-step chain over one sample: one TTT forward and `replay_chain`."
+    dev = pick_device(device)
+    L = int(sample['input_ids'].shape[0])
+    b = prepare_batch([sample], steps, head, drafter.t2d, len(drafter.d2t), L, dev, head.dtype)
+    with autocast(dev, enabled=head.dtype != torch.float32): _, _, ok = TTTObjective(drafter.eval(), steps)(b, torch.ones(steps, device=dev))
+    grid = torch.zeros(steps, L - 1, dtype=torch.bool, device=dev)
+    grid[b.row_step, b.positions()] = ok.bool()
+    return replay_chain(grid.cpu(), prompt_len - 1, L, new_tokens)
 
 # %% ../nbs/03_train.ipynb #4debb9da
 def heldout_split(ids: list[str], fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
