@@ -48,6 +48,9 @@ def build(a, work: Path) -> tuple[Path, dict]:
         subprocess.run([str(Path(sys.executable).parent/'eagle-nb'), 'extract', '--target', a.target, '--data', str(data), '--out', str(store)],
                        check=True)
     rows = {r['id']: r for r in map(json.loads, data.read_text().splitlines())}
+    seen = {}
+    for r in rows.values():                               # the prompt's place in its set (the eval's --limit takes the first)
+        r['rank'] = seen[r['set']] = seen.get(r['set'], -1) + 1
     return store, rows
 
 
@@ -73,7 +76,7 @@ def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens
         b = prepare_batch([sample], 1, head, d.t2d, len(token_ids), len(r['input_ids']), dev, dt)
         data_tok = torch.tensor(r['input_ids'])
         agree = (token_ids[b.target_argmax] == data_tok[b.positions() + 2]).float().mean().item()
-        out[sid] = dict(set=r['set'], rounds=len(acc), accepted=acc, tau=1 + sum(acc) / max(1, len(acc)), teacher_is_data=agree)
+        out[sid] = dict(set=r['set'], rank=r['rank'], rounds=len(acc), accepted=acc, tau=1 + sum(acc) / max(1, len(acc)), teacher_is_data=agree)
     return out
 
 
@@ -95,6 +98,7 @@ def main():
     ap.add_argument('--work', default=str(ROOT/'_runs'/'replay'), help='continuations and their store (reused)')
     ap.add_argument('--drafter', action='append', required=True, help='NAME=DIR, repeated')
     ap.add_argument('--compare', action='append', default=[], help='NAME=EVAL.json: that drafter decoded by `eagle-nb eval` on the same prompts')
+    ap.add_argument('--first', type=int, default=0, help='also summarize the first N prompts of each set (an eval or bench run with --limit N)')
     ap.add_argument('--json', default='')
     a = ap.parse_args()
     import torch
@@ -109,6 +113,7 @@ def main():
         per = replay(store, rows, path, a.num_steps, a.max_new_tokens)
         s = summary(per, a.num_steps)
         by_set = {st: summary({k: p for k, p in per.items() if p['set'] == st}, a.num_steps) for st in dict.fromkeys(p['set'] for p in per.values())}
+        if a.first: by_set[f'first {a.first} a set'] = summary({k: p for k, p in per.items() if p['rank'] < a.first}, a.num_steps)
         entry = dict(path=path, seconds=round(time.time() - t0, 1), **s, by_set=by_set,
                      teacher_is_data=sum(p['teacher_is_data'] for p in per.values()) / len(per), prompts=per)
         line = (f"{name}: replayed tau {s['tau']:.3f}, alpha {' / '.join(f'{x:.3f}' for x in s['alpha'])} over {s['rounds']} rounds "
@@ -128,6 +133,9 @@ def main():
             line += (f"\n   decoded by eagle-nb eval: tau {m['accept_length']:.3f}, alpha {' / '.join(f'{x:.3f}' for x in m['alpha'])}; "
                      f"per prompt |replayed - decoded| mean {entry['decoded']['mean_abs_prompt_diff']:.3f}, "
                      f"{entry['decoded']['prompts_within_0_05']} of {len(pairs)} within 0.05")
+        if a.first:
+            f = by_set[f'first {a.first} a set']
+            line += f"\n   the first {a.first} prompts of each set: replayed tau {f['tau']:.3f}, alpha {' / '.join(f'{x:.3f}' for x in f['alpha'])}"
         res['drafters'][name] = entry
         print(line, flush=True)
     if a.json:

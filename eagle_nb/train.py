@@ -407,7 +407,7 @@ def replay_chain(ok: Tensor,   # (K, T-1) bool: row (i, t)'s top-1 is token t+i+
         out.append(a); made += a + 1; t += a + 1
     return out
 
-# %% ../nbs/03_train.ipynb #729b008a
+# %% ../nbs/03_train.ipynb #b147d618
 @torch.no_grad()
 def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), on `device`
                   head: TargetHead,       # the target's lm_head over the drafter's vocab: the teacher
@@ -417,10 +417,15 @@ def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), 
                   new_tokens: int = 0,    # the decoder's max_new_tokens (0: the whole continuation; see `replay_chain`)
                   device: torch.device|str|None = None,
                   ) -> list[int]:
-    "Accepted drafts per verify round of a greedy `steps`-step chain over one sample: one TTT forward and `replay_chain`."
+    "Accepted drafts per verify round of a greedy `steps`-step chain over one sample: one TTT forward, its top-1 against the sequence's tokens, and `replay_chain`."
     dev = pick_device(device)
     L = int(sample['input_ids'].shape[0])
     b = prepare_batch([sample], steps, head, drafter.t2d, len(drafter.d2t), L, dev, head.dtype)
+    # a draft is accepted when it is the sequence's own next token (the decoder's greedy choice), not the store's teacher:
+    # the two part at near-ties of the target's logits, where one forward over the sequence rounds unlike incremental steps
+    t2d = drafter.t2d.to(dev)
+    nxt = b.input_ids[0, b.positions() + b.row_step + 1]            # Batch.input_ids[t] is token t+1: row (i, t) drafts t+i+2
+    b.target_argmax = torch.where(t2d[nxt], draft_index(t2d)[nxt], -1)
     with autocast(dev, enabled=head.dtype != torch.float32): _, _, ok = TTTObjective(drafter.eval(), steps)(b, torch.ones(steps, device=dev))
     grid = torch.zeros(steps, L - 1, dtype=torch.bool, device=dev)
     grid[b.row_step, b.positions()] = ok.bool()
