@@ -147,7 +147,7 @@ def main():
     for _, cfg, d in shapes: spec(prompts[0], replace(cfg, max_new_tokens=8), d)   # warm-up: each shape's first call outside the clock
     plain(prompts[0], 8)
     load0 = os.getloadavg()
-    tot = {name: dict(tokens=0, seconds=0.0, rounds=0, accepted=0, drafted=0, draft_s=0.0, verify_s=0.0, lossless=0, at_tie=0, passes=0, idle=0) for name, _, _ in shapes}
+    tot = {name: dict(tokens=0, seconds=0.0, rounds=0, accepted=0, drafted=0, draft_s=0.0, verify_s=0.0, lossless=0, at_tie=0, passes=0, idle=0, per=[]) for name, _, _ in shapes}
     plain_tokens, plain_s = 0, 0.0
     t_start = time.time()
     for i, p in enumerate(prompts):
@@ -163,6 +163,7 @@ def main():
             diff = first_difference(r.tokens, ref)
             t['lossless'] += diff is None
             t['at_tie'] += at_tie(diff, margins, tol)
+            t['per'].append(dict(set=p.set, id=p.id, tau=r.accept_length, rounds=r.verify_count, identical=diff is None))
         print(f'prompt {i + 1}/{len(prompts)} ({p.set}): {time.time() - t_start:.0f} s', flush=True)
     plain_rate = plain_tokens / plain_s
     rows = []
@@ -175,7 +176,7 @@ def main():
                          tau=(t['accepted'] + t['rounds']) / t['rounds'], tokens_per_s=rate, speedup=rate / plain_rate,
                          draft_ms_per_round=1e3 * t['draft_s'] / t['rounds'], verify_ms_per_round=1e3 * t['verify_s'] / t['rounds'],
                          verify_cost=(t['verify_s'] / t['rounds']) / (plain_s / plain_tokens),
-                         lossless=t['lossless'], lossless_up_to_ties=t['lossless'] + t['at_tie'], prompts=len(prompts)))
+                         lossless=t['lossless'], lossless_up_to_ties=t['lossless'] + t['at_tie'], prompts=len(prompts), per_prompt=t['per']))
     print(f"\nplain: {plain_rate:.2f} tokens/s ({1e3 * plain_s / plain_tokens:.1f} ms a token); {len(prompts)} prompts x "
           f"{a.max_new_tokens} new tokens; load {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
     w = max(14, *(len(r['shape']) for r in rows))

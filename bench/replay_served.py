@@ -76,7 +76,7 @@ def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens
         b = prepare_batch([sample], 1, head, d.t2d, len(token_ids), len(r['input_ids']), dev, dt)
         data_tok = torch.tensor(r['input_ids'])
         agree = (token_ids[b.target_argmax] == data_tok[b.positions() + 2]).float().mean().item()
-        out[sid] = dict(set=r['set'], rank=r['rank'], rounds=len(acc), accepted=acc, tau=1 + sum(acc) / max(1, len(acc)), teacher_is_data=agree)
+        out[sid] = dict(set=r['set'], prompt_id=r['prompt_id'], rank=r['rank'], rounds=len(acc), accepted=acc, tau=1 + sum(acc) / max(1, len(acc)), teacher_is_data=agree)
     return out
 
 
