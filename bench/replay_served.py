@@ -76,15 +76,17 @@ def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens
         b = prepare_batch([sample], 1, head, d.t2d, len(token_ids), len(r['input_ids']), dev, dt)
         data_tok = torch.tensor(r['input_ids'])
         agree = (token_ids[b.target_argmax] == data_tok[b.positions() + 2]).float().mean().item()
-        out[sid] = dict(set=r['set'], prompt_id=r['prompt_id'], rank=r['rank'], rounds=len(acc), accepted=acc, tau=1 + sum(acc) / max(1, len(acc)), teacher_is_data=agree)
+        out[sid] = dict(set=r['set'], prompt_id=r['prompt_id'], rank=r['rank'], rounds=len(acc), tau=1 + sum(acc) / max(1, len(acc)),
+                        accepted_hist=[acc.count(k) for k in range(steps + 1)], teacher_is_data=agree)   # rounds accepting 0..steps drafts
     return out
 
 
 def summary(per: dict, steps: int) -> dict:
     "τ over all rounds and α_k (accepted past depth k-1 / reached depth k-1), as `eval.acceptance_metrics` counts them."
-    acc = [a for p in per.values() for a in p['accepted']]
-    reach = [sum(a >= k for a in acc) for k in range(steps + 1)]
-    return dict(tau=1 + sum(acc) / max(1, len(acc)), rounds=len(acc), alpha=[reach[k + 1] / max(1, reach[k]) for k in range(steps)])
+    hist = [sum(p['accepted_hist'][k] for p in per.values()) for k in range(steps + 1)]
+    rounds, acc = sum(hist), sum(k * n for k, n in enumerate(hist))
+    reach = [sum(hist[k:]) for k in range(steps + 1)]             # rounds whose draft k+1 was judged
+    return dict(tau=1 + acc / max(1, rounds), rounds=rounds, alpha=[reach[k + 1] / max(1, reach[k]) for k in range(steps)])
 
 
 def main():
