@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def build(a, work: Path) -> tuple[Path, dict]:
     "The continuations (work/served.jsonl) and their store (work/store); both reused when there."
-    import torch
     from eagle_nb.eval import load_eval_prompts
     from eagle_nb.specdec import generate_plain, TargetDecoder
     from eagle_nb.target import load_target
@@ -57,14 +56,14 @@ def build(a, work: Path) -> tuple[Path, dict]:
 def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens: int) -> dict:
     "Per prompt: accepted drafts per round of a `steps`-step chain, and how often the store's teacher disagrees with the data."
     import torch
-    from eagle_nb.core import fast_dtype
+    from eagle_nb.core import fast_dtype, pick_device
     from eagle_nb.drafter import load_drafter
     from eagle_nb.store import HiddenStateStore
     from eagle_nb.train import TargetHead, load_target_heads, prepare_batch, replay_sample
-    dev = torch.device('cpu'); dt = fast_dtype(dev)
+    dev = pick_device(None); dt = fast_dtype(dev)                       # CUDA when present
     store = HiddenStateStore.open(store_dir)
     _, embed, head_w = load_target_heads(store.manifest['target']['name'])
-    d = load_drafter(drafter_dir, embed_weight=embed, device='cpu', dtype=torch.float32).eval()
+    d = load_drafter(drafter_dir, embed_weight=embed, device=dev, dtype=torch.float32).eval()
     token_ids = (d.d2t + torch.arange(len(d.d2t))).long()
     head = TargetHead(head_w, token_ids, device=dev, dtype=dt)
     out = {}
@@ -74,8 +73,8 @@ def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens
         acc = replay_sample(d, head, sample, r['prompt_tokens'], steps, new_tokens, dev)
         # how often the store's teacher (its final states' argmax) is the continuation's own token: 1 but for ties
         b = prepare_batch([sample], 1, head, d.t2d, len(token_ids), len(r['input_ids']), dev, dt)
-        data_tok = torch.tensor(r['input_ids'])
-        agree = (token_ids[b.target_argmax] == data_tok[b.positions() + 2]).float().mean().item()
+        data_tok = torch.tensor(r['input_ids'], device=dev)
+        agree = (token_ids.to(dev)[b.target_argmax] == data_tok[b.positions() + 2]).float().mean().item()
         out[sid] = dict(set=r['set'], prompt_id=r['prompt_id'], rank=r['rank'], rounds=len(acc), tau=1 + sum(acc) / max(1, len(acc)),
                         accepted_hist=[acc.count(k) for k in range(steps + 1)], teacher_is_data=agree)   # rounds accepting 0..steps drafts
     return out
