@@ -1,12 +1,9 @@
 "Chain-aligned TTT (`--ttt-align`): which rows live on a chain, the step-by-step loss against the same loss weighted at once, resume."
 import json
 import pytest, torch
-from train_helpers import smoke_store
+from train_helpers import smoke_drafter, smoke_store
 from eagle_nb.core import EagleNbError
-from eagle_nb.drafter import DrafterConfig, Eagle3Drafter, vocab_map
-from eagle_nb.store import HiddenStateStore
-from eagle_nb.train import (Batch, TargetHead, TTTObjective, TrainConfig, chain_alive, draft_vocab_from_store, head_cross_entropy,
-                            load_target_heads, prepare_batch, train)
+from eagle_nb.train import Batch, TargetHead, TTTObjective, TrainConfig, chain_alive, head_cross_entropy, prepare_batch, train
 
 torch.set_num_threads(1)
 S = 3
@@ -27,12 +24,7 @@ def test_chain_alive_by_hand():
 
 def _trained_setup(align):
     "A drafter trained 40 steps on 4 smoke samples, so that some chains live past step 0; the batch; per-step weights."
-    st = HiddenStateStore.open(smoke_store())
-    tgt, emb, head_w = load_target_heads(st.manifest['target']['name'])
-    ids = draft_vocab_from_store(st, 200)
-    d2t, t2d = vocab_map(ids, tgt.vocab_size)
-    torch.manual_seed(0)
-    dr = Eagle3Drafter(DrafterConfig.from_target(tgt, len(ids), st.layer_ids), emb).set_vocab(d2t, t2d)
+    st, dr, ids, t2d, head_w = smoke_drafter()
     b = prepare_batch([st.get(i) for i in st.sample_ids[:4]], S, TargetHead(head_w, ids, 'cpu', torch.float32), t2d, len(ids),
                       4096, torch.device('cpu'), torch.float32)
     w = (torch.tensor([0.8 ** i for i in range(S)]) / b.counts.clamp_min(1)).float()

@@ -1,12 +1,9 @@
 "The teacher's temperature in training (`--teacher-temp`): `sharpen` by hand, the loss it gives, resume."
 import json, math
 import pytest, torch
-from train_helpers import smoke_store
+from train_helpers import smoke_drafter, smoke_store
 from eagle_nb.core import EagleNbError
-from eagle_nb.drafter import DrafterConfig, Eagle3Drafter, vocab_map
-from eagle_nb.store import HiddenStateStore
-from eagle_nb.train import (TargetHead, TTTObjective, TrainConfig, collate, draft_vocab_from_store, load_target_heads,
-                            prepare_batch, sharpen, teach, train)
+from eagle_nb.train import TargetHead, TTTObjective, TrainConfig, collate, prepare_batch, sharpen, teach, train
 
 torch.set_num_threads(1)
 
@@ -24,12 +21,7 @@ def test_sharpen_by_hand():
 
 def test_hard_teacher_loss_is_the_argmax_cross_entropy():
     "With temp 0 each trained row's loss is -log q(target argmax) of the drafter; with temp 1 it is not."
-    st = HiddenStateStore.open(smoke_store())
-    tgt, emb, head_w = load_target_heads(st.manifest['target']['name'])
-    ids = draft_vocab_from_store(st, 200)
-    d2t, t2d = vocab_map(ids, tgt.vocab_size)
-    torch.manual_seed(0)
-    dr = Eagle3Drafter(DrafterConfig.from_target(tgt, len(ids), st.layer_ids), emb).set_vocab(d2t, t2d)
+    st, dr, ids, t2d, head_w = smoke_drafter()
     head = TargetHead(head_w, ids, 'cpu', torch.float32)
     samples = [st.get(i) for i in st.sample_ids[:3]]
     soft = prepare_batch(samples, 2, head, t2d, len(ids), 4096, torch.device('cpu'), torch.float32)

@@ -45,3 +45,16 @@ def load_weights(out) -> dict:
 
 def metrics(out) -> list[dict]:
     return [json.loads(l) for l in (Path(out)/'metrics.jsonl').read_text().splitlines() if l.strip()]
+
+def smoke_drafter(draft_vocab: int = 200, seed: int = 0):
+    "(store, an untrained Eagle3Drafter over the smoke store's most frequent `draft_vocab` tokens, their ids, t2d, the target's lm_head)."
+    import torch
+    from eagle_nb.drafter import DrafterConfig, Eagle3Drafter, vocab_map
+    from eagle_nb.store import HiddenStateStore
+    from eagle_nb.train import draft_vocab_from_store, load_target_heads
+    st = HiddenStateStore.open(smoke_store())
+    tgt, emb, head_w = load_target_heads(st.manifest['target']['name'])
+    ids = draft_vocab_from_store(st, draft_vocab)
+    d2t, t2d = vocab_map(ids, tgt.vocab_size)
+    torch.manual_seed(seed)
+    return st, Eagle3Drafter(DrafterConfig.from_target(tgt, len(ids), st.layer_ids), emb).set_vocab(d2t, t2d), ids, t2d, head_w
