@@ -54,38 +54,32 @@ def build(a, work: Path) -> tuple[Path, dict]:
 
 
 def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens: int) -> dict:
-    "Per prompt: accepted drafts per round of a `steps`-step chain, and how often the store's teacher disagrees with the data."
+    "Per prompt: accepted drafts per round of a `steps`-step chain, and how often the store's teacher agrees with the data."
     import torch
     from eagle_nb.core import fast_dtype, pick_device
     from eagle_nb.drafter import load_drafter
     from eagle_nb.store import HiddenStateStore
-    from eagle_nb.train import TargetHead, load_target_heads, prepare_batch, replay_sample
+    from eagle_nb.train import TargetHead, load_target_heads, replay_sample
     dev = pick_device(None); dt = fast_dtype(dev)                       # CUDA when present
     store = HiddenStateStore.open(store_dir)
     _, embed, head_w = load_target_heads(store.manifest['target']['name'])
     d = load_drafter(drafter_dir, embed_weight=embed, device=dev, dtype=torch.float32).eval()
-    token_ids = (d.d2t + torch.arange(len(d.d2t))).long()
-    head = TargetHead(head_w, token_ids, device=dev, dtype=dt)
+    head = TargetHead(head_w, d.draft_token_ids.cpu(), device=dev, dtype=dt)
     out = {}
     for sid in store.sample_ids:
-        r = rows[sid]
-        sample = store.get(sid, dtype=dt)
-        acc = replay_sample(d, head, sample, r['prompt_tokens'], steps, new_tokens, dev)
-        # how often the store's teacher (its final states' argmax) is the continuation's own token: 1 but for ties
-        b = prepare_batch([sample], 1, head, d.t2d, len(token_ids), len(r['input_ids']), dev, dt)
-        data_tok = torch.tensor(r['input_ids'], device=dev)
-        agree = (token_ids.to(dev)[b.target_argmax] == data_tok[b.positions() + 2]).float().mean().item()
+        r, st = rows[sid], {}                  # st: how often the store's teacher is the continuation's own token (1 but for ties)
+        acc = replay_sample(d, head, store.get(sid, dtype=dt), r['prompt_tokens'], steps, new_tokens, dev, stats=st)
         out[sid] = dict(set=r['set'], prompt_id=r['prompt_id'], rank=r['rank'], rounds=len(acc), tau=1 + sum(acc) / max(1, len(acc)),
-                        accepted_hist=[acc.count(k) for k in range(steps + 1)], teacher_is_data=agree)   # rounds accepting 0..steps drafts
+                        accepted_hist=[acc.count(k) for k in range(steps + 1)], teacher_is_data=st['teacher_is_data'])   # rounds accepting 0..steps drafts
     return out
 
 
 def summary(per: dict, steps: int) -> dict:
-    "τ over all rounds and α_k (accepted past depth k-1 / reached depth k-1), as `eval.acceptance_metrics` counts them."
+    "τ over all rounds and α_k (`eval.alpha_from_histogram`: accepted past depth k-1 / reached depth k-1)."
+    from eagle_nb.eval import alpha_from_histogram
     hist = [sum(p['accepted_hist'][k] for p in per.values()) for k in range(steps + 1)]
     rounds, acc = sum(hist), sum(k * n for k, n in enumerate(hist))
-    reach = [sum(hist[k:]) for k in range(steps + 1)]             # rounds whose draft k+1 was judged
-    return dict(tau=1 + acc / max(1, rounds), rounds=rounds, alpha=[reach[k + 1] / max(1, reach[k]) for k in range(steps)])
+    return dict(tau=1 + acc / max(1, rounds), rounds=rounds, alpha=[a or 0.0 for a in alpha_from_histogram(hist)])
 
 
 def main():

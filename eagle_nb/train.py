@@ -416,6 +416,7 @@ def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), 
                   steps: int = 3,         # chain depth replayed (`--num-steps`)
                   new_tokens: int = 0,    # the decoder's max_new_tokens (0: the whole continuation; see `replay_chain`)
                   device: torch.device|str|None = None,
+                  stats: dict|None = None,  # if given, receives `teacher_is_data`: the share of depth-1 rows whose store teacher is the sequence's token
                   ) -> list[int]:
     "Accepted drafts per verify round of a greedy `steps`-step chain over one sample: one TTT forward, its top-1 against the sequence's tokens, and `replay_chain`."
     dev = pick_device(device)
@@ -423,12 +424,14 @@ def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), 
     b = prepare_batch([sample], steps, head, drafter.t2d, len(drafter.d2t), L, dev, head.dtype)
     # a draft is accepted when it is the sequence's own next token (the decoder's greedy choice), not the store's teacher:
     # the two part at near-ties of the target's logits, where one forward over the sequence rounds unlike incremental steps
-    t2d = drafter.t2d.to(dev)
-    nxt = b.input_ids[0, b.positions() + b.row_step + 1]            # Batch.input_ids[t] is token t+1: row (i, t) drafts t+i+2
-    b.target_argmax = torch.where(t2d[nxt], draft_index(t2d)[nxt], -1)
+    t2d, pos = drafter.t2d.to(dev), b.positions()
+    nxt = b.input_ids[0, pos + b.row_step + 1]                      # Batch.input_ids[t] is token t+1: row (i, t) drafts t+i+2
+    data = torch.where(t2d[nxt], draft_index(t2d)[nxt], -1)
+    if stats is not None: stats['teacher_is_data'] = (b.target_argmax == data)[b.row_step == 0].float().mean().item()
+    b.target_argmax = data
     with autocast(dev, enabled=head.dtype != torch.float32): _, _, ok = TTTObjective(drafter.eval(), steps)(b, torch.ones(steps, device=dev))
     grid = torch.zeros(steps, L - 1, dtype=torch.bool, device=dev)
-    grid[b.row_step, b.positions()] = ok.bool()
+    grid[b.row_step, pos] = ok.bool()
     return replay_chain(grid.cpu(), prompt_len - 1, L, new_tokens)
 
 # %% ../nbs/03_train.ipynb #4debb9da

@@ -38,7 +38,7 @@ def test_replay_is_the_decoders_rounds(tmp_path, steps):
         decoded[f'p{i}'] = (len(ids), r.accepted)
     store = extract(rows, tgt, tmp_path/'s', ExtractConfig(probe_batches=0, progress=False, aux_dtype='bf16'), verbose=False)
     _, _, head_w = load_target_heads(tname)
-    head = TargetHead(head_w, (dr.d2t + torch.arange(len(dr.d2t))).long(), 'cpu', torch.float32)
+    head = TargetHead(head_w, dr.draft_token_ids, 'cpu', torch.float32)
     same, total = 0, 0
     for sid, (plen, acc) in decoded.items():
         rep = replay_sample(dr, head, store.get(sid, dtype=torch.float32), plen, steps, new_tokens=40, device='cpu')
