@@ -619,6 +619,7 @@ class PrepareReport:
     load: dict                    # LoadReport.to_dict()
     conversations: int = 0        # loaded conversations
     heldout: int = 0              # of which held out
+    heldout_relatives: int = 0    # of the rest, left out of training as relatives of a held-out one (`_holdout_relatives`)
     samples: int = 0              # training samples written
     tokens: int = 0
     loss_tokens: int = 0
@@ -639,7 +640,7 @@ class PrepareReport:
         import pandas as pd
         df = dataset_stats(self.lengths, self.loss_counts, self.policy.get('max_len'))
         p = self.policy
-        extra = {'conversations loaded': self.conversations, 'held out': self.heldout,
+        extra = {'conversations loaded': self.conversations, 'held out': self.heldout, 'held-out relatives left out': self.heldout_relatives,
                  f"over max_len ({p.get('policy')})": p.get('samples_over', 0),
                  'tokens lost to max_len': p.get('tokens_lost', 0), 'masked tokens lost': p.get('loss_tokens_lost', 0)}
         if p.get('policy') == 'split': extra['windows from split'] = p.get('windows', 0)
@@ -659,6 +660,16 @@ def _pick_holdout(convs: list[Conversation], holdout: float|int, seed: int) -> s
     ids = [c.id for c in convs]
     random.Random(seed).shuffle(ids)
     return set(ids[:n])
+
+_PART = re.compile(r'(.+)_(\d+)')   # ShareGPT cuts long conversations into parts with ids <id>_<part>
+
+def _holdout_relatives(convs: list[Conversation], held: set[str], by_part: bool) -> set[str]:
+    "Ids of the other conversations a held-out one would leak through: the same first user turn, or (`by_part`) another part of it."
+    def first(c): return next((m['content'].strip() for m in c.messages if m['role'] == 'user'), '')
+    def base(i): return m.group(1) if by_part and (m := _PART.fullmatch(i)) else None
+    hc = [c for c in convs if c.id in held]
+    turns, bases = {first(c) for c in hc} - {''}, {base(c.id) for c in hc} - {None}
+    return {c.id for c in convs if c.id not in held and (first(c) in turns or base(c.id) in bases)}
 
 def _write_tokens(path: Path, samples: list[dict]):
     "tokens.safetensors: input_ids int32 [N], loss_mask uint8 [N], offsets int64 [S+1]."
@@ -713,8 +724,10 @@ def prepare_dataset(source: str|Path,  # 'sharegpt' or a .json/.jsonl path
     if out.exists() and not out.is_dir(): raise EagleNbError(f"{out}: exists and is not a directory; pass a directory for --out")
     convs, lrep = load_conversations(source, on_error, limit)
     held = _pick_holdout(convs, holdout, seed)
-    train = [c for c in convs if c.id not in held]
-    rep = PrepareReport(str(out), lrep.to_dict(), conversations=len(convs), heldout=len(held))
+    by_part = str(source) == 'sharegpt'   # a user's own ids may end in _N without being parts of one conversation
+    related = _holdout_relatives(convs, held, by_part)
+    train = [c for c in convs if c.id not in held and c.id not in related]
+    rep = PrepareReport(str(out), lrep.to_dict(), conversations=len(convs), heldout=len(held), heldout_relatives=len(related))
     t0 = time.time()
     samples = tokenize_conversations(train, tok, V, lrep.on_error, rep.skipped, rep.examples)
     rep.tokenize_seconds = time.time() - t0
@@ -750,7 +763,8 @@ def prepare_dataset(source: str|Path,  # 'sharegpt' or a .json/.jsonl path
         num_samples=rep.samples, num_tokens=rep.tokens, num_loss_tokens=rep.loss_tokens,
         files={n: dict(sha256=sha256_file(out/n), bytes=(out/n).stat().st_size) for n in ('tokens.safetensors', 'draft_vocab.safetensors', 'heldout.jsonl')},
         samples=[dict(id=s['id'], offset=int(o), length=len(s['input_ids']), loss_tokens=c) for s, o, c in zip(samples, offsets[:-1], rep.loss_counts)],
-        heldout=dict(count=len(held), requested=holdout, seed=seed, file='heldout.jsonl', ids=[c.id for c in convs if c.id in held]),
+        heldout=dict(count=len(held), requested=holdout, seed=seed, file='heldout.jsonl', ids=[c.id for c in convs if c.id in held],
+                     relatives_left_out=len(related), relatives_rule='same first user turn' + (', or another part (<id>_<part>)' if by_part else '')),
         draft_vocab=dict(size=dv.size, coverage=dv.coverage, file='draft_vocab.safetensors'),
         reports=dict(load=lrep.to_dict(), prepare=rep.to_dict()))
     atomic_write_json(out/'manifest.json', manifest)
