@@ -1,0 +1,123 @@
+#!/usr/bin/env python
+"""Original answers against the target's own: two drafters at equal steps, replayed on the served prompts.
+
+The same ShareGPT first exchanges (user turn of at most --max-prompt-tokens) twice: with ShareGPT's answers ("orig"),
+and with the target's greedy answers regenerated through a real vLLM server on 127.0.0.1 ("regen"; `eagle-nb regenerate
+--backend openai`, the server started from the engine venv and stopped by its PID). Each is prepared, extracted and
+trained with the same recipe for --steps steps, then both (and any --baseline drafter) are replayed on the served prompts
+by bench/replay_served.py. Conversations held out by --heldout-from (a prepared dataset), and their relatives (the same
+first user turn, other parts of the same ShareGPT chat), are never used. Every stage reuses what WORK already holds.
+
+    python bench/regen_screen.py --heldout-from RUN/data --work _runs/regen --conversations 1500 --steps 1000 \\
+        --baseline s-t1=_runs/temp/t1 --replay-work _runs/replay --json bench/results/regen_screen-1000.json
+"""
+import argparse, json, re, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PART = re.compile(r'(.+)_(\d+)')
+
+
+def first_user(messages) -> str: return next((m['content'].strip() for m in messages if m['role'] == 'user'), '')
+def base(i: str) -> str: return m.group(1) if (m := PART.fullmatch(i)) else i
+
+
+def first_exchanges(a, path: Path):
+    "WORK/orig.jsonl: the first --conversations usable first exchanges, none held out by --heldout-from or related to one."
+    from eagle_nb.data import load_conversations, TokenizedDataset
+    from eagle_nb.target import load_target
+    held = TokenizedDataset.open(a.heldout_from, verify=False).heldout() if a.heldout_from else []
+    bases, turns = {base(c.id) for c in held}, {first_user(c.messages) for c in held}
+    tok = load_target(a.target, need=('config', 'tokenizer', 'template')).tokenizer
+    out, left_out = [], 0
+    for c in load_conversations('sharegpt', limit=a.scan)[0]:
+        m = c.messages
+        if base(c.id) in bases or first_user(m) in turns: left_out += 1; continue
+        if len(m) < 2 or m[0]['role'] != 'user' or m[1]['role'] != 'assistant' or not m[1]['content'].strip(): continue
+        n = len(tok.apply_chat_template(m[:1], add_generation_prompt=True, tokenize=True, return_dict=False))
+        if 8 <= n <= a.max_prompt_tokens: out.append({'id': c.id, 'messages': m[:2]})
+        if len(out) == a.conversations: break
+    if len(out) < a.conversations: sys.exit(f"only {len(out)} usable first exchanges in the first {a.scan} ShareGPT records; raise --scan")
+    tmp = path.with_suffix('.tmp'); tmp.write_text(''.join(json.dumps(r) + '\n' for r in out)); tmp.replace(path)
+    print(f"{len(out)} first exchanges -> {path} ({left_out} held out or related to a held-out conversation, skipped)", flush=True)
+
+
+def eagle(*args):
+    cmd = [str(BIN/'eagle-nb'), *map(str, args)]
+    print('$ eagle-nb ' + ' '.join(map(str, args)), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def regenerate(a, src: Path, out: Path):
+    "WORK/regen.jsonl through a vLLM server of the target (resumable: regenerate keeps its own progress log)."
+    from eagle_nb.vllm import start_vllm_server, _target_dir
+    srv = start_vllm_server(_target_dir(a.target), run_dir=out.parent/'vllm', name='regen', max_model_len=2048)
+    try: eagle('regenerate', '--data', src, '--backend', 'openai', '--url', f'http://127.0.0.1:{srv.port}', '--mode', 'last',
+               '--temperature', 0, '--max-new-tokens', a.max_new_tokens, '--concurrency', a.concurrency, '--target', a.target, '--out', out)
+    finally: srv.stop()
+
+
+def complete(d: Path) -> bool:
+    m = d/'manifest.json'
+    return m.exists() and json.loads(m.read_text()).get('complete', True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--target', default='smollm2-135m')
+    ap.add_argument('--heldout-from', default='', help='prepared dataset whose held-out conversations (and their relatives) are skipped')
+    ap.add_argument('--work', default=str(ROOT/'_runs'/'regen'))
+    ap.add_argument('--conversations', type=int, default=1500)
+    ap.add_argument('--scan', type=int, default=4000, help='ShareGPT records read to find them')
+    ap.add_argument('--max-prompt-tokens', type=int, default=320)
+    ap.add_argument('--max-new-tokens', type=int, default=448, help='regenerated answer cap')
+    ap.add_argument('--concurrency', type=int, default=64, help='requests in flight to the vLLM server')
+    ap.add_argument('--steps', type=int, default=1000)
+    ap.add_argument('--train-args', default='--ttt-steps 3 --lr 0.001 --init-lm-head target --warmup 0.015 --batch-tokens 512 '
+                                            '--max-len 512 --eval-fraction 0.03', help='the recipe, the same for both')
+    ap.add_argument('--baseline', action='append', default=[], help='NAME=DIR: another drafter replayed beside them')
+    ap.add_argument('--replay-work', default=str(ROOT/'_runs'/'replay'), help="bench/replay_served.py's --work (its continuations, reused)")
+    ap.add_argument('--replay-dataset', default='', help="its --dataset (default: --heldout-from)")
+    ap.add_argument('--json', default='')
+    a = ap.parse_args()
+    W = Path(a.work); W.mkdir(parents=True, exist_ok=True)
+    src = {'orig': W/'orig.jsonl', 'regen': W/'regen.jsonl'}
+    if not src['orig'].exists(): first_exchanges(a, src['orig'])
+    if not src['regen'].exists(): regenerate(a, src['orig'], src['regen'])
+    facts = {}
+    for n, path in src.items():
+        data, store, out = W/f'data-{n}', W/f'store-{n}', W/f's-{n}'
+        if not (data/'manifest.json').exists():
+            eagle('prepare', '--data', path, '--target', a.target, '--max-len', 512, '--policy', 'split', '--draft-vocab-size', 8192, '--holdout', 0, '--out', data)
+        if not complete(store): eagle('extract', '--target', a.target, '--data', data, '--out', store)
+        if not (out/'model.safetensors').exists():
+            eagle('train', '--store', store, '--data', data, '--out', out, '--steps', a.steps, '--save-every', a.steps, *a.train_args.split())
+        m = json.loads((data/'manifest.json').read_text())
+        rows = [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines()]
+        ev = [r for r in rows if r['kind'] == 'eval'][-1]
+        tr = [r for r in rows if r['kind'] == 'train']
+        facts[n] = dict(samples=m['num_samples'], tokens=m['num_tokens'], loss_tokens=m['num_loss_tokens'], draft_vocab_coverage=m['draft_vocab']['coverage'],
+                        steps=len(tr), tokens_trained=sum(r['tokens'] for r in tr), train_s=round(sum(r['seconds'] for r in tr), 1),
+                        heldout_windows_acc=ev['acc'], heldout_windows_rows=ev['rows'][0])
+    regen_manifest = W/'regen.manifest.json'
+    rep = json.loads(regen_manifest.read_text())['report'] if regen_manifest.exists() else {}
+    replay_json = W/'replay.json'
+    drafters = [*a.baseline, f"fe-orig={W/'s-orig'}", f"fe-regen={W/'s-regen'}"]
+    subprocess.run([sys.executable, str(ROOT/'bench'/'replay_served.py'), '--dataset', a.replay_dataset or a.heldout_from, '--target', a.target,
+                    '--limit', '16', '--max-new-tokens', '96', '--first', '8', '--work', a.replay_work, '--json', str(replay_json),
+                    *[x for d in drafters for x in ('--drafter', d)]], check=True)
+    res = dict(command='python bench/regen_screen.py ' + ' '.join(sys.argv[1:]), settings=vars(a), data=facts,
+               regenerate={k: rep.get(k) for k in ('conversations', 'completion_tokens', 'seconds', 'tokens_per_s', 'degenerate')},
+               replay=json.loads(replay_json.read_text()))
+    for n, f in facts.items():
+        print(f"{n}: {f['samples']} samples, {f['loss_tokens']} loss tokens, draft vocab coverage {f['draft_vocab_coverage']:.4f}; "
+              f"{f['steps']} steps, {f['tokens_trained']} tokens in {f['train_s']} s; held-out top-1 "
+              + ' / '.join(f'{x:.3f}' for x in f['heldout_windows_acc']))
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == '__main__':
+    main()
