@@ -11,29 +11,24 @@ first user turn, other parts of the same ShareGPT chat), are never used. Every s
     python bench/regen_screen.py --heldout-from RUN/data --work _runs/regen --conversations 1500 --steps 1000 \\
         --baseline s-t1=_runs/temp/t1 --replay-work _runs/replay --json bench/results/regen_screen-1000.json
 """
-import argparse, json, re, subprocess, sys, time
+import argparse, json, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-PART = re.compile(r'(.+)_(\d+)')
-
-
-def first_user(messages) -> str: return next((m['content'].strip() for m in messages if m['role'] == 'user'), '')
-def base(i: str) -> str: return m.group(1) if (m := PART.fullmatch(i)) else i
-
 
 def first_exchanges(a, path: Path):
     "WORK/orig.jsonl: the first --conversations usable first exchanges, none held out by --heldout-from or related to one."
-    from eagle_nb.data import load_conversations, TokenizedDataset
+    from eagle_nb.data import load_conversations, TokenizedDataset, _holdout_relatives
     from eagle_nb.target import load_target
     held = TokenizedDataset.open(a.heldout_from, verify=False).heldout() if a.heldout_from else []
-    bases, turns = {base(c.id) for c in held}, {first_user(c.messages) for c in held}
+    convs, held_ids = load_conversations('sharegpt', limit=a.scan)[0], {c.id for c in held}
+    skip = held_ids | _holdout_relatives(held + [c for c in convs if c.id not in held_ids], held_ids, by_part=True)   # prepare's rule
     tok = load_target(a.target, need=('config', 'tokenizer', 'template')).tokenizer
     out, left_out = [], 0
-    for c in load_conversations('sharegpt', limit=a.scan)[0]:
+    for c in convs:
         m = c.messages
-        if base(c.id) in bases or first_user(m) in turns: left_out += 1; continue
+        if c.id in skip: left_out += 1; continue
         if len(m) < 2 or m[0]['role'] != 'user' or m[1]['role'] != 'assistant' or not m[1]['content'].strip(): continue
         n = len(tok.apply_chat_template(m[:1], add_generation_prompt=True, tokenize=True, return_dict=False))
         if 8 <= n <= a.max_prompt_tokens: out.append({'id': c.id, 'messages': m[:2]})
