@@ -46,8 +46,9 @@ def eagle(*args):
 
 def regenerate(a, src: Path, out: Path):
     "WORK/regen.jsonl through a vLLM server of the target (resumable: regenerate keeps its own progress log)."
-    from eagle_nb.vllm import start_vllm_server, _target_dir
-    srv = start_vllm_server(_target_dir(a.target), run_dir=out.parent/'vllm', name='regen', max_model_len=2048)
+    from eagle_nb.engines import server_model_dir
+    from eagle_nb.vllm import start_vllm_server
+    srv = start_vllm_server(server_model_dir(a.target, 'vLLM'), run_dir=out.parent/'vllm', name='regen', max_model_len=2048)
     try: eagle('regenerate', '--data', src, '--backend', 'openai', '--url', f'http://127.0.0.1:{srv.port}', '--mode', 'last',
                '--temperature', 0, '--max-new-tokens', a.max_new_tokens, '--concurrency', a.concurrency, '--target', a.target, '--out', out)
     finally: srv.stop()
@@ -55,7 +56,7 @@ def regenerate(a, src: Path, out: Path):
 
 def complete(d: Path) -> bool:
     m = d/'manifest.json'
-    return m.exists() and json.loads(m.read_text()).get('complete', True)
+    return m.exists() and bool(json.loads(m.read_text()).get('complete'))
 
 
 def main():

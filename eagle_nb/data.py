@@ -665,6 +665,7 @@ _PART = re.compile(r'(.+)_(\d+)')   # ShareGPT cuts long conversations into part
 
 def _holdout_relatives(convs: list[Conversation], held: set[str], by_part: bool) -> set[str]:
     "Ids of the other conversations a held-out one would leak through: the same first user turn, or (`by_part`) another part of it."
+    if not held: return set()
     def first(c): return next((m['content'].strip() for m in c.messages if m['role'] == 'user'), '')
     def base(i): return m.group(1) if by_part and (m := _PART.fullmatch(i)) else None
     hc = [c for c in convs if c.id in held]
