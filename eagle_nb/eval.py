@@ -114,6 +114,16 @@ def heldout_prompts(dataset: str|Path, tokenizer, limit: int|None = None) -> lis
     trained = set(ds.ids)
     leak = [h for h in held['ids'] if h in trained or any(s.startswith(h + '#') for s in trained)]
     if leak: raise EagleNbError(f"{dataset}: held-out ids {leak[:3]} are also training samples; the split is broken, re-run `eagle-nb prepare`")
+    if 'relatives_left_out' not in held:   # prepared before `prepare` left the held-out conversations' relatives out (00_data)
+        import warnings
+        from eagle_nb.data import _PART
+        sharegpt = (ds.manifest.get('source') or {}).get('spec') == 'sharegpt'
+        bases = {m.group(1) for h in held['ids'] if sharegpt and (m := _PART.fullmatch(h))}
+        parts = sum(1 for c in {s.split('#')[0] for s in trained} if (m := _PART.fullmatch(c)) and m.group(1) in bases)
+        warnings.warn(f"{dataset}: prepared before held-out relatives were left out of training"
+                      + (f"; {parts} trained conversations are other parts of a held-out ShareGPT chat" if parts else '')
+                      + "; conversations opening with a held-out prompt may be trained on too, so held-out scores can read high."
+                      " Re-run `eagle-nb prepare` for a clean split.", stacklevel=2)
     out = []
     for conv in ds.heldout():
         msgs = first_user_turn(conv.messages)

@@ -82,6 +82,34 @@ def test_heldout_split(tmp_path):
         heldout_prompts(tmp_path/'ds0', t.tokenizer)
 
 
+def test_heldout_from_a_dataset_prepared_before_relatives_were_left_out_warns(tmp_path):
+    "A manifest without heldout.relatives_left_out (prepared before 2026-12-05) still serves its prompts, with a warning that counts the trained parts."
+    import warnings
+    from eagle_nb.data import prepare_dataset
+    t = tiny_target()
+    conv = [json.dumps({'id': f'x{i // 3}_{i % 3}', 'conversations': [{'from': 'human', 'value': f'question {i}?'}, {'from': 'gpt', 'value': f'answer {i}.'}]})
+            for i in range(12)]   # four chats of three parts each
+    (tmp_path/'d.jsonl').write_text('\n'.join(conv) + '\n')
+    prepare_dataset(str(tmp_path/'d.jsonl'), t, tmp_path/'ds', max_len=128, holdout=2, draft_vocab_size=100)
+    mpath = tmp_path/'ds'/'manifest.json'
+    manifest = json.loads(mpath.read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')            # a dataset prepared now: no warning
+        assert len(heldout_prompts(tmp_path/'ds', t.tokenizer)) == 2
+    held = manifest['heldout']['ids']
+    # a user's own file: ids ending in _N are not parts, so prepare trained on x*_N beside a held-out one; as ShareGPT they are
+    trained = {s['id'].split('#')[0] for s in manifest['samples']}
+    want = sum(1 for c in trained if c.split('_')[0] in {h.split('_')[0] for h in held})
+    assert want >= 2
+    del manifest['heldout']['relatives_left_out']; manifest['source']['spec'] = 'sharegpt'
+    mpath.write_text(json.dumps(manifest))
+    with pytest.warns(UserWarning, match=f'prepared before held-out relatives.*; {want} trained conversations are other parts'):
+        assert len(heldout_prompts(tmp_path/'ds', t.tokenizer)) == 2
+    manifest['source']['spec'] = str(tmp_path/'d.jsonl'); mpath.write_text(json.dumps(manifest))
+    with pytest.warns(UserWarning, match=r'prepared before held-out relatives were left out of training; conversations opening'):
+        heldout_prompts(tmp_path/'ds', t.tokenizer)
+
+
 def test_errors():
     for argv, msg in [(['--drafter', 'ngram', '--target', 'tiny-llama', '--prompts', 'mmlu'], "use 'humaneval'"),
                       (['--drafter', 'ngram', '--target', 'tiny-llama', '--prompts', 'sharegpt-heldout'], '--dataset DIR'),
