@@ -116,10 +116,10 @@ def heldout_prompts(dataset: str|Path, tokenizer, limit: int|None = None) -> lis
     if leak: raise EagleNbError(f"{dataset}: held-out ids {leak[:3]} are also training samples; the split is broken, re-run `eagle-nb prepare`")
     if 'relatives_left_out' not in held:   # prepared before `prepare` left the held-out conversations' relatives out (00_data)
         import warnings
-        from eagle_nb.data import _PART
-        sharegpt = (ds.manifest.get('source') or {}).get('spec') == 'sharegpt'
-        bases = {m.group(1) for h in held['ids'] if sharegpt and (m := _PART.fullmatch(h))}
-        parts = sum(1 for c in {s.split('#')[0] for s in trained} if (m := _PART.fullmatch(c)) and m.group(1) in bases)
+        from eagle_nb.data import Conversation, _holdout_relatives
+        ids = {s.split('#')[0] for s in trained} | set(held['ids'])   # sample ids are <conversation id>[#<window>]; no texts needed for parts
+        by_part = (ds.manifest.get('source') or {}).get('spec') == 'sharegpt'   # prepare's own condition for the part rule
+        parts = len(_holdout_relatives([Conversation(i, []) for i in ids], set(held['ids']), by_part))
         warnings.warn(f"{dataset}: prepared before held-out relatives were left out of training"
                       + (f"; {parts} trained conversations are other parts of a held-out ShareGPT chat" if parts else '')
                       + "; conversations opening with a held-out prompt may be trained on too, so held-out scores can read high."
