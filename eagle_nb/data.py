@@ -617,7 +617,7 @@ class PrepareReport:
     "What `prepare_dataset` did: loading, tokenization, length policy, draft vocabulary, and where it wrote."
     out_dir: str
     load: dict                    # LoadReport.to_dict()
-    conversations: int = 0        # loaded conversations
+    conversations: int = 0        # conversations considered: the first `limit` loaded, and held-out ones past them (`holdout_pool`)
     heldout: int = 0              # of which held out
     heldout_relatives: int = 0    # of the rest, left out of training as relatives of a held-out one (`_holdout_relatives`)
     samples: int = 0              # training samples written
@@ -709,6 +709,7 @@ def prepare_dataset(source: str|Path,  # 'sharegpt' or a .json/.jsonl path
                     on_error: str|None = None,  # 'raise' or 'skip' (None: skip for 'sharegpt', raise for files)
                     holdout: float|int = 0,  # held-out conversations: count (>= 1) or fraction (< 1)
                     seed: int = 0,  # seeds the held-out choice
+                    holdout_pool: int = 0,  # draw the held-out ones from the first N conversations, whatever `limit` is (0: from those `limit` loads)
                     verify: int|None = None,  # decode-check the masks of this many samples (None: all; costs ~20% of tokenizing)
                    ) -> PrepareReport:
     "Conversations -> tokenized dataset on disk (tokens, masks, draft vocabulary, manifest); returns the report."
@@ -723,12 +724,16 @@ def prepare_dataset(source: str|Path,  # 'sharegpt' or a .json/.jsonl path
     if not 1 <= dvs <= V: raise EagleNbError(f"draft vocabulary size {dvs}: must be between 1 and the target vocabulary size {V}")
     out = Path(out_dir)
     if out.exists() and not out.is_dir(): raise EagleNbError(f"{out}: exists and is not a directory; pass a directory for --out")
-    convs, lrep = load_conversations(source, on_error, limit)
-    held = _pick_holdout(convs, holdout, seed)
+    if holdout_pool < 0: raise EagleNbError(f"holdout_pool={holdout_pool}: a number of conversations >= 0 (0: pick from those loaded)")
+    # a pool makes the held-out set one fixed choice: runs of any `limit` (a budget-sized one too) are graded on the same conversations
+    convs, lrep = load_conversations(source, on_error, max(limit, holdout_pool) if limit else None)
+    held = _pick_holdout(convs[:holdout_pool] if holdout_pool else convs, holdout, seed)
+    kept = convs[:limit] if limit else convs          # training draws on the first `limit`; held-out ones may lie past them
     by_part = str(source) == 'sharegpt'   # a user's own ids may end in _N without being parts of one conversation
-    related = _holdout_relatives(convs, held, by_part)
-    train = [c for c in convs if c.id not in held and c.id not in related]
-    rep = PrepareReport(str(out), lrep.to_dict(), conversations=len(convs), heldout=len(held), heldout_relatives=len(related))
+    related = _holdout_relatives(convs, held, by_part) & {c.id for c in kept}
+    train = [c for c in kept if c.id not in held and c.id not in related]
+    considered = len(kept) + len(held - {c.id for c in kept})
+    rep = PrepareReport(str(out), lrep.to_dict(), conversations=considered, heldout=len(held), heldout_relatives=len(related))
     t0 = time.time()
     samples = tokenize_conversations(train, tok, V, lrep.on_error, rep.skipped, rep.examples)
     rep.tokenize_seconds = time.time() - t0
@@ -764,7 +769,7 @@ def prepare_dataset(source: str|Path,  # 'sharegpt' or a .json/.jsonl path
         num_samples=rep.samples, num_tokens=rep.tokens, num_loss_tokens=rep.loss_tokens,
         files={n: dict(sha256=sha256_file(out/n), bytes=(out/n).stat().st_size) for n in ('tokens.safetensors', 'draft_vocab.safetensors', 'heldout.jsonl')},
         samples=[dict(id=s['id'], offset=int(o), length=len(s['input_ids']), loss_tokens=c) for s, o, c in zip(samples, offsets[:-1], rep.loss_counts)],
-        heldout=dict(count=len(held), requested=holdout, seed=seed, file='heldout.jsonl', ids=[c.id for c in convs if c.id in held],
+        heldout=dict(count=len(held), requested=holdout, seed=seed, pool=holdout_pool, file='heldout.jsonl', ids=[c.id for c in convs if c.id in held],
                      relatives_left_out=len(related), relatives_rule='same first user turn' + (', or another part (<id>_<part>)' if by_part else '')),
         draft_vocab=dict(size=dv.size, coverage=dv.coverage, file='draft_vocab.safetensors'),
         reports=dict(load=lrep.to_dict(), prepare=rep.to_dict()))
@@ -882,6 +887,7 @@ class PrepareConfig:
     on_error: str = ''              # bad records: 'raise' or 'skip' (empty: skip for sharegpt, raise for files)
     holdout: float = 0              # held-out conversations for evaluation: a count (1 or more) or a fraction (below 1)
     seed: int = 0                   # seeds the held-out choice
+    holdout_pool: int = 0           # draw the held-out conversations from the first N, whatever limit is (0: from those loaded)
 
     def __post_init__(self):
         def bad(msg): raise EagleNbError(f"PrepareConfig: {msg}")
@@ -889,7 +895,8 @@ class PrepareConfig:
         if not self.out: bad("out is empty; pass --out DIR for the tokenized dataset")
         if self.policy not in POLICIES: bad(f"policy={self.policy!r}; use one of {', '.join(POLICIES)}")
         if self.on_error not in ('', 'raise', 'skip'): bad(f"on_error={self.on_error!r}; use raise or skip")
-        if self.limit < 0 or self.draft_vocab_size < 0: bad("limit and draft_vocab_size must be >= 0 (0: all / the default size)")
+        if self.limit < 0 or self.draft_vocab_size < 0 or self.holdout_pool < 0:
+            bad("limit, draft_vocab_size and holdout_pool must be >= 0 (0: all / the default size / the conversations loaded)")
         if self.holdout < 0 or (self.holdout >= 1 and self.holdout != int(self.holdout)):
             bad(f"holdout={self.holdout}; use a count (a whole number, e.g. 100) or a fraction below 1 (e.g. 0.05)")
         if self.holdout >= 1: self.holdout = int(self.holdout)
@@ -898,7 +905,7 @@ class PrepareConfig:
         "Prepare the dataset this config describes (`prepare_dataset`)."
         return prepare_dataset(self.data, self.target, self.out, max_len=self.max_len, policy=self.policy, limit=self.limit or None,
                                draft_vocab_size=self.draft_vocab_size or None, on_error=self.on_error or None,
-                               holdout=self.holdout, seed=self.seed)
+                               holdout=self.holdout, seed=self.seed, holdout_pool=self.holdout_pool)
 
 # %% ../nbs/00_data.ipynb #a45cb086
 def prepare_main(argv: list[str]) -> int:

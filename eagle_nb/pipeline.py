@@ -35,7 +35,31 @@ def load_profile(name_or_path: str, root: Path|None = None) -> dict:
             if not isinstance(fp, dict): raise EagleNbError(f"{f}: want `name: value` lines (a papermill -f file)")
             s['parameters'] = {**fp, **s['parameters']}
     cfg.setdefault('profile', p.stem); cfg['_path'] = str(p)
+    if _auto_limit_stage(cfg) is not None: _fit_settings(cfg)   # `limit: auto` needs a budget to size it to
     return cfg
+
+def _auto_limit_stage(cfg: dict) -> dict|None:
+    "The prepare stage whose `limit` is `auto` (sized by the estimate to the profile's budget), if there is one."
+    st = next((s for s in cfg['stages'] if s['notebook'] == '00_data.ipynb'), None)
+    return st if st is not None and st['parameters'].get('limit') == 'auto' else None
+
+def _fit_settings(cfg: dict) -> dict:
+    "How an `auto` limit is sized: `fill` (of `budget_s`), `max` conversations (the rates are measured on that many), `step`."
+    f = {'fill': 0.9, 'step': 50, **(cfg.get('fit_limit') or {})}
+    where = cfg.get('_path', cfg.get('profile'))
+    if not cfg.get('budget_s'): raise EagleNbError(f"{where}: the prepare stage's `limit: auto` is sized to `budget_s`, and the profile has none")
+    if not isinstance(f.get('max'), int) or f['max'] < 1:
+        raise EagleNbError(f"{where}: `limit: auto` needs `fit_limit: {{max: N}}`, the most conversations it may take (the rates are measured on that many)")
+    if not 0 < f['fill'] <= 1 or not isinstance(f['step'], int) or f['step'] < 1:
+        raise EagleNbError(f"{where}: fit_limit wants 0 < fill <= 1 and a whole step >= 1; it has fill={f['fill']}, step={f['step']}")
+    return f
+
+def _apply_fitted(cfg: dict, run_dir: Path) -> int|None:
+    "Give an `auto` limit the value this run's estimate chose (`fit_limit.json` in the run folder); None when none is chosen yet."
+    st, f = _auto_limit_stage(cfg), Path(run_dir)/'fit_limit.json'
+    if st is None or not f.exists(): return None
+    st['parameters']['limit'] = n = int(read_json(f)['limit'])
+    return n
 
 def _fill(v, ctx: dict):
     if isinstance(v, str): return v.format(**ctx)
@@ -277,11 +301,13 @@ def run_pipeline(profile: str = 'quick', new: bool = False, run_dir: Path|None =
     run_dir.mkdir(parents=True, exist_ok=True)
     log(f"run {run_dir} ({'resumed' if resumed else 'new'}), profile {cfg['profile']}")
     ctx = dict(run_dir=str(run_dir), profile=cfg['profile'], root=str(root))
-    if cfg.get('estimate_first') and not resumed and not stages:   # a long profile says what it will cost before it starts
+    auto = _auto_limit_stage(cfg) is not None and _apply_fitted(cfg, run_dir) is None   # `limit: auto` not yet sized for this run
+    if auto or (cfg.get('estimate_first') and not resumed and not stages):   # a long profile says what it will cost before it starts
         est = estimate_profile(cfg['_path'], run_dir=run_dir, log=log)
         budget, total = cfg.get('budget_s'), est.attrs.get('total_s')
         if budget and total: log(f"estimate {_hms(total)} against this profile's budget of {_hms(budget)}"
                                  + ('' if total <= budget else ': OVER BUDGET (the run goes on; lower `limit` in its prepare stage to fit)'))
+        _apply_fitted(cfg, run_dir)
     os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
     done, t0 = [], time.time()
     for i, st in enumerate(cfg['stages']):
@@ -358,7 +384,7 @@ def probe_rates(data: str|Path,            # the prepared dataset
                       eval_every=0, save_every=steps, resume=False)
             train(TrainConfig(**tc))
             tps = _step_rates(scratch/'drafter'/'metrics.jsonl')
-            if tps: out.update(train_tokens_per_s=statistics.median(tps[3:] or tps),
+            if tps: out.update(train_tokens_per_s=statistics.median(tps[3:] or tps), train_ttt_steps=int(train_params.get('ttt_steps', 7)),
                                train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
             if diagnose is not None:   # its store parameter, filled with the scratch folder as run_dir, is the probe's store
                 stage, ctx, nbs = diagnose
@@ -383,12 +409,7 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     """Expected time and disk of a profile before committing to it: its prepare stage is run for real (the run later
     resumes from it), the extract preflight measures this machine's forward rate on the prepared data and checks the disk,
     train and eval times use the rates the latest finished `quick` run measured here (or `rates_from`), or, where none
-    has, rates `probe_rates` measures."""
-    import pandas as pd
-    from .data import TokenizedDataset
-    from .extract import ExtractConfig, preflight, _free_disk
-    from .target import load_target
-    from .core import setting_names
+    has, rates `probe_rates` measures. A prepare `limit: auto` is sized here to the budget (`_fit_limit`)."""
     root = project_dir()
     if root is None: raise EagleNbError("estimate: run it from an eagle_nb checkout")
     cfg = load_profile(profile, root)
@@ -399,6 +420,57 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     need = [n for n in ('00_data.ipynb', '01_extract.ipynb') if n not in by_nb]
     if need: raise EagleNbError(f"estimate: profile {cfg['profile']} has no stage for {', '.join(need)}")
     rates = _measured_rates(Path(rates_from) if rates_from else _latest_finished('quick'))
+    auto = _auto_limit_stage(cfg)
+    if auto is None or _apply_fitted(cfg, run_dir) is not None:
+        df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log)
+    else: df = _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log)
+    doc = dict(profile=cfg['profile'], created=datetime.datetime.now().isoformat(timespec='seconds'), run_dir=str(run_dir),
+               total_s=df.attrs['total_s'], rates=rates, stages=json.loads(df.reset_index().to_json(orient='records')))
+    if (run_dir/'fit_limit.json').exists(): doc['fit_limit'] = read_json(run_dir/'fit_limit.json')
+    atomic_write_json(run_dir/'estimate.json', doc)
+    show = df.assign(seconds=df['seconds'].map(_hms), rate=df['rate'].map(lambda x: f'{x:,.0f} tok/s' if x == x and x else ''),
+                     tokens=df['tokens'].map(lambda x: f'{int(x):,}' if x == x and x is not None else ''))
+    log(show.to_string()); log(f"expected total: {_hms(df.attrs['total_s'])}  (written to {run_dir/'estimate.json'}; "
+                               f"`eagle-nb demo --profile {profile}` continues this run)")
+    return df
+
+def _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log):
+    """Size an `auto` prepare limit: estimate at `fit_limit.max` conversations, then scale the stages that grow with the
+    data (prepare, extract, train) down to fill `fill` of the budget, re-prepare at that limit and estimate it with the
+    rates already measured; shrink again (at most twice more) while it is still over. The choice goes to `fit_limit.json`."""
+    f = _fit_settings(cfg)
+    target, n, tried = f['fill'] * cfg['budget_s'], f['max'], []
+    i = by_nb['00_data.ipynb'][0]
+    auto['parameters']['limit'] = n
+    df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log)
+    xrate = df.loc[by_nb['01_extract.ipynb'][1]['name'], 'rate']
+    for _ in range(3):
+        total = df.attrs['total_s']
+        tried.append(dict(limit=n, total_s=total, tokens=int(df.loc[by_nb['01_extract.ipynb'][1]['name'], 'tokens'])))
+        if total is None or total <= target or n <= f['step']: break
+        grows = [by_nb[k][1]['name'] for k in ('00_data.ipynb', '01_extract.ipynb', '03_train.ipynb') if k in by_nb]
+        var = float(df.loc[grows, 'seconds'].sum())
+        new = int(n * max(target - (total - var), 0) / var) // f['step'] * f['step']
+        n = max(f['step'], min(new, n - f['step']))       # always smaller; never below one step
+        log(f"limit auto: {tried[-1]['limit']:,} conversations estimate {_hms(total)}, over {f['fill']:.0%} of the budget ({_hms(target)}): trying {n:,}")
+        (run_dir/f"{i:02d}_{auto['name']}.done").unlink(missing_ok=True)    # prepare again at the smaller limit
+        auto['parameters']['limit'] = n
+        df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, False, log, extract_rate=xrate)
+    total = df.attrs['total_s']
+    atomic_write_json(run_dir/'fit_limit.json', dict(limit=n, budget_s=cfg['budget_s'], fill=f['fill'], target_s=target, max=f['max'],
+                                                     step=f['step'], total_s=total, tried=tried))
+    log(f"limit auto: {n:,} conversations, estimate {_hms(total)} against {f['fill']:.0%} of the budget ({_hms(target)})"
+        + ('' if total is None or total <= target else ' (still over: the smallest step)'))
+    return df
+
+def _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log, extract_rate=None):
+    "The estimate's table for the profile's stages as they stand (prepare run for real; `extract_rate`: reuse that rate, no probe)."
+    import dataclasses
+    import pandas as pd
+    from .data import TokenizedDataset
+    from .extract import ExtractConfig, preflight, _free_disk
+    from .target import load_target
+    from .core import setting_names
     rows = []
     i, st = by_nb['00_data.ipynb']
     m = run_stage(st, i, run_dir, ctx, root/'nbs', log=log)        # real: the full run resumes from it
@@ -407,7 +479,9 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     data, tgt = ep.get('data') or _fill(st['parameters'], ctx).get('out'), load_target(ep.get('target', 'smollm2-135m'))
     # the stage's parameters named like ExtractConfig fields are its settings (the notebook builds its config the same way)
     xc = ExtractConfig(**{k: v for k, v in ep.items() if k in setting_names(ExtractConfig)}, free_bytes=1 << 62, progress=False)
+    if extract_rate: xc = dataclasses.replace(xc, probe_batches=0)
     pf = preflight(data, tgt, Path(ep['out']), xc, verbose=False)   # free_bytes above: measure even when it will not fit
+    if extract_rate: pf.attrs.update(tokens_per_s=extract_rate, eta_s=pf.attrs['tokens'] / extract_rate)
     free, _ = _free_disk(Path(ep['out']))
     rows.append(dict(stage=by_nb['01_extract.ipynb'][1]['name'], tokens=pf.attrs['tokens'], rate=pf.attrs['tokens_per_s'], seconds=pf.attrs['eta_s'],
                      basis=f"preflight probe of {tgt.name} on this machine; store {pf.attrs['need_bytes'] / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
@@ -446,13 +520,6 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     df = pd.DataFrame(rows).set_index('stage')
     total = df['seconds'].sum(min_count=1)
     df.attrs.update(total_s=float(total) if total == total else None, run_dir=str(run_dir), rates=rates, profile=cfg['profile'])
-    doc = dict(profile=cfg['profile'], created=datetime.datetime.now().isoformat(timespec='seconds'), run_dir=str(run_dir),
-               total_s=df.attrs['total_s'], rates=rates, stages=json.loads(df.reset_index().to_json(orient='records')))
-    atomic_write_json(run_dir/'estimate.json', doc)
-    show = df.assign(seconds=df['seconds'].map(_hms), rate=df['rate'].map(lambda x: f'{x:,.0f} tok/s' if x == x and x else ''),
-                     tokens=df['tokens'].map(lambda x: f'{int(x):,}' if x == x and x is not None else ''))
-    log(show.to_string()); log(f"expected total: {_hms(df.attrs['total_s'])}  (written to {run_dir/'estimate.json'}; "
-                               f"`eagle-nb demo --profile {profile}` continues this run)")
     return df
 
 

@@ -92,3 +92,54 @@ def test_a_relative_run_dir_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     d = _run_folder('standard', 'rel/run')
     assert d.is_absolute() and d == tmp_path/'rel'/'run'
+
+def _ref(tmp_path):
+    "A finished run's rates, made up: train 100 tokens/s, eval 10 plain and 20 speculative, diagnose 7 s."
+    ref = tmp_path/'ref'; (ref/'drafter').mkdir(parents=True, exist_ok=True); (ref/'eval').mkdir(exist_ok=True)
+    (ref/'run.json').write_text(json.dumps(dict(stages={'diagnose': dict(seconds=7.0)})))
+    (ref/'drafter'/'metrics.jsonl').write_text(''.join(json.dumps(dict(kind='train', step=i, tokens_per_s=100.0)) + '\n' for i in range(20)))
+    (ref/'eval'/'eval.json').write_text(json.dumps(dict(speed=dict(all=dict(plain_tokens_per_s=10.0, spec_tokens_per_s=20.0)))))
+    return ref
+
+def _auto_profile(tmp_path, limit, **top):
+    p = yaml.safe_load(_profile(tmp_path).read_text())
+    p['stages'][0]['parameters'].update(limit=limit, holdout_pool=40)
+    p.update(top)
+    prof = tmp_path/f'auto-{limit}.yaml'; prof.write_text(yaml.safe_dump(p))
+    return prof
+
+def test_an_auto_limit_needs_a_budget_and_a_most():
+    "`limit: auto` is sized to `budget_s`, up to `fit_limit.max` conversations: a profile without them is refused when read."
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        with pytest.raises(EagleNbError, match='has none'): load_profile(str(_auto_profile(d, 'auto')))
+        with pytest.raises(EagleNbError, match=r'fit_limit: \{max: N\}'): load_profile(str(_auto_profile(d, 'auto', budget_s=60)))
+        with pytest.raises(EagleNbError, match='fill=1.5'): load_profile(str(_auto_profile(d, 'auto', budget_s=60, fit_limit=dict(max=40, fill=1.5))))
+        assert load_profile(str(_auto_profile(d, 'auto', budget_s=60, fit_limit=dict(max=40))))['stages'][0]['parameters']['limit'] == 'auto'
+
+@pytest.mark.slow
+def test_an_auto_limit_is_sized_to_the_budget(tmp_path):
+    """The estimate at `fit_limit.max` conversations is over the budget: the limit shrinks to fit `fill` of it, the data is
+    prepared again at that limit (graded on the same held-out conversations, from the pool) and the run uses it."""
+    from eagle_nb.pipeline import _apply_fitted
+    ref = _ref(tmp_path)
+    whole = estimate_profile(str(_auto_profile(tmp_path, 40)), run_dir=tmp_path/'whole', rates_from=ref, log=lambda *a: None)
+    budget = whole.attrs['total_s'] * 0.6 / 0.9            # 90% of it is 60% of what 40 conversations take
+    prof, run, lines = _auto_profile(tmp_path, 'auto', budget_s=budget, fit_limit=dict(max=40, step=4)), tmp_path/'run', []
+    df = estimate_profile(str(prof), run_dir=run, rates_from=ref, log=lines.append)
+    fit = json.loads((run/'fit_limit.json').read_text())
+    n = fit['limit']
+    assert n < 40 and n % 4 == 0 and fit['tried'][0]['limit'] == 40
+    assert fit['tried'][0]['total_s'] == pytest.approx(whole.attrs['total_s'], rel=0.25)   # the same data at 40 (its prepare re-timed)
+    assert df.attrs['total_s'] == fit['total_s'] <= fit['target_s'] == pytest.approx(0.9 * budget)
+    assert any(f'limit auto: {n:,} conversations' in str(l) for l in lines)
+    ds, ds40 = TokenizedDataset.open(run/'data'), TokenizedDataset.open(tmp_path/'whole'/'data')
+    assert ds.manifest['source']['limit'] == n and len(ds) < len(ds40)
+    assert ds.manifest['heldout']['ids'] == ds40.manifest['heldout']['ids']             # the pool: the same held-out ones
+    assert json.loads((run/'00_prepare.metrics.json').read_text())['parameters']['limit'] == n
+    assert json.loads((run/'estimate.json').read_text())['fit_limit']['limit'] == n
+    cfg = load_profile(str(prof))
+    assert _apply_fitted(cfg, run) == n and cfg['stages'][0]['parameters']['limit'] == n   # what the run (and a resume) uses
+    assert _apply_fitted(load_profile(str(prof)), tmp_path/'whole') is None
