@@ -3,7 +3,10 @@
 measured stage times, training tokens/s and tokens, held-out accuracy, and the eval's τ / α_k / speed-up / break-even
 per prompt set.
 
-    python bench/summarize_run.py _runs/standard-YYYYmmdd-HHMMSS bench/results/standard-YYYYmmdd.json
+    python bench/summarize_run.py _runs/standard-YYYYmmdd-HHMMSS bench/results/standard-YYYYmmdd.json [WALL_S]
+
+WALL_S: the whole `eagle-nb demo` command's wall-clock seconds as timed outside it (the estimate included; run.json's
+`seconds` counts the stages only).
 """
 import json, os, statistics, sys
 from pathlib import Path
@@ -14,9 +17,11 @@ rd = lambda p: json.loads(p.read_text())
 r = rd(run/'run.json')
 doc = dict(run=run.name, profile=r['profile'], seconds=r['seconds'], cpu=os.cpu_count(), machine=machine_info(),
            stages={k: v['seconds'] for k, v in r['stages'].items()})
+if len(sys.argv) > 3: doc['wall_s'] = float(sys.argv[3])
 if (run/'estimate.json').exists():
     e = rd(run/'estimate.json')
     doc['estimate'] = dict(total_s=e['total_s'], stages={s['stage']: s['seconds'] for s in e['stages']}, rates=e['rates'])
+    if 'fit_limit' in e: doc['estimate']['fit_limit'] = e['fit_limit']   # a `limit: auto` profile: the limit chosen and each try
 recs = [json.loads(l) for l in (run/'drafter'/'metrics.jsonl').read_text().splitlines() if l.strip()]
 tr = [x for x in recs if x.get('kind') == 'train']
 tps = [x['tokens_per_s'] for x in tr][len(tr) // 10:]

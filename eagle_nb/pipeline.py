@@ -430,8 +430,9 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
     atomic_write_json(run_dir/'estimate.json', doc)
     show = df.assign(seconds=df['seconds'].map(_hms), rate=df['rate'].map(lambda x: f'{x:,.0f} tok/s' if x == x and x else ''),
                      tokens=df['tokens'].map(lambda x: f'{int(x):,}' if x == x and x is not None else ''))
+    shipped = Path(cfg['_path']).resolve() == (root/'configs'/f"{cfg['profile']}.yaml").resolve()   # say `standard`, not its path
     log(show.to_string()); log(f"expected total: {_hms(df.attrs['total_s'])}  (written to {run_dir/'estimate.json'}; "
-                               f"`eagle-nb demo --profile {profile}` continues this run)")
+                               f"`eagle-nb demo --profile {cfg['profile'] if shipped else profile}` continues this run)")
     return df
 
 def _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log):
@@ -441,6 +442,7 @@ def _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log):
     f = _fit_settings(cfg)
     target, n, tried = f['fill'] * cfg['budget_s'], f['max'], []
     i = by_nb['00_data.ipynb'][0]
+    (run_dir/f"{i:02d}_{auto['name']}.done").unlink(missing_ok=True)   # a sizing cut short left data of unknown limit: prepare afresh
     auto['parameters']['limit'] = n
     df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log)
     xrate = df.loc[by_nb['01_extract.ipynb'][1]['name'], 'rate']

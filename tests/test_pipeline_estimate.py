@@ -143,3 +143,9 @@ def test_an_auto_limit_is_sized_to_the_budget(tmp_path):
     cfg = load_profile(str(prof))
     assert _apply_fitted(cfg, run) == n and cfg['stages'][0]['parameters']['limit'] == n   # what the run (and a resume) uses
     assert _apply_fitted(load_profile(str(prof)), tmp_path/'whole') is None
+    # a sizing cut short (no fit_limit.json, data prepared at some other limit) sizes again from `max`, never from that data
+    (run/'fit_limit.json').unlink()
+    estimate_profile(str(prof), run_dir=run, rates_from=ref, log=lambda *a: None)
+    again = json.loads((run/'fit_limit.json').read_text())
+    assert again['tried'][0]['tokens'] == fit['tried'][0]['tokens'] and again['tried'][0]['limit'] == 40
+    assert TokenizedDataset.open(run/'data').manifest['source']['limit'] == again['limit'] < 40
