@@ -20,10 +20,10 @@ from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Prop
 __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SPEC_PROPOSED', 'SPEC_HISTOGRAM',
            'acceptance_metrics', 'calibration', 'alpha_from_histogram', 'EvalPrompt', 'render_prompt',
            'first_user_turn', 'humaneval_prompts', 'heldout_prompts', 'jsonl_prompts', 'load_eval_prompts',
-           'random_init_drafter', 'replay_reference', 'load_proposer_factory', 'EvalConfig', 'tie_tolerance', 'at_tie',
-           'first_difference', 'EvalResult', 'interleave_sets', 'evaluate', 'plot_alpha', 'plot_calibration',
-           'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even', 'explain_speed',
-           'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
+           'random_init_drafter', 'replay_reference', 'load_proposer_factory', 'EvalConfig', 'resolve_exact',
+           'tie_tolerance', 'at_tie', 'first_difference', 'EvalResult', 'interleave_sets', 'evaluate', 'plot_alpha',
+           'plot_calibration', 'plot_tau', 'eval_document', 'checkpoint_dataset', 'run_eval', 'break_even',
+           'explain_speed', 'sglang_server_info', 'sglang_metrics', 'sglang_spec_benchmark', 'eval_main']
 
 # %% ../nbs/04_eval.ipynb #abdf7430
 def acceptance_metrics(accepted: Sequence[int],      # per verify round: accepted draft tokens (bonus excluded)
@@ -261,17 +261,36 @@ class EvalConfig:
     max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
     profile: str = ''              # write torch.profiler tables of one extra, untimed run of the first prompt (plain, then speculative) to this file
     int8: bool = False             # on a CPU, decode with the drafter's linear layers (but fc) in int8: same losslessness, faster drafting (specdec.int8_drafter); bf16 on an accelerator
-    exact: bool = False            # chain: verify each row's attention as a one-token step computes it, so greedy output is plain decoding's bit for bit, not only up to bf16 ties (specdec.SpecConfig.exact)
+    exact: str = 'off'             # on: a chain verifies each row's attention as a one-token step computes it, greedy output plain decoding's bit for bit where the linear rows are independent (specdec.SpecConfig.exact); auto: on where they are (specdec.linear_rows_independent), else off
 
     def __post_init__(self):
+        self.exact = _exact_setting(self.exact)
         if self.limit < 0: raise EagleNbError(f"limit={self.limit}: use 0 (all) or a positive number")
         if self.max_seconds < 0: raise EagleNbError(f"max_seconds={self.max_seconds}: use 0 (no limit) or a positive number of seconds")
         self.spec_config()   # validates num_steps / topk / num_draft_tokens / temperature / max_new_tokens
 
-    def spec_config(self) -> SpecConfig:
+    def spec_config(self, exact: bool|None = None) -> SpecConfig:   # exact: the resolved choice (resolve_exact); None: 'on' only
         return SpecConfig(num_steps=self.num_steps, topk=self.topk, num_draft_tokens=self.num_draft_tokens or None,
                           temperature=self.temperature, max_new_tokens=self.max_new_tokens, min_draft_prob=self.min_draft_prob,
-                          exact=self.exact)
+                          exact=self.exact == 'on' if exact is None else exact)
+
+def _exact_setting(v) -> str:
+    "'on', 'off' or 'auto' from a bool or a word (a profile's `exact: true` stays what it was)."
+    w = {True: 'on', False: 'off'}.get(v, v) if isinstance(v, bool) else str(v).strip().lower()
+    w = {'true': 'on', 'yes': 'on', '1': 'on', 'false': 'off', 'no': 'off', '0': 'off', '': 'off'}.get(w, w)
+    if w not in ('on', 'off', 'auto'): raise EagleNbError(f"exact={v!r}: use on, off or auto")
+    return w
+
+def resolve_exact(config: EvalConfig, target) -> tuple[bool, str]:
+    "Whether this eval verifies row by row, and why: `exact='auto'` turns it on for a greedy chain where the target's linear rows are independent here."
+    if config.exact != 'auto': return config.exact == 'on', f"exact={config.exact}"
+    if config.topk != 1: return False, "auto: a tree is verified with its mask"
+    if config.temperature != 0: return False, "auto: sampling is lossless in distribution without it"
+    from eagle_nb.specdec import linear_rows_independent
+    if linear_rows_independent(target.model):
+        return True, f"auto: the target's linear rows are independent on this {target.device.type}, so exact rows make greedy output bit for bit"
+    return False, (f"auto: the target's linear layers round a row differently beside other rows on this {target.device.type}, so exact rows "
+                   f"cannot make greedy output bit for bit; packed attention verifies (lossless up to ties)")
 
 def tie_tolerance(dtype: torch.dtype) -> float:
     "Logit margin under which plain and speculative greedy may part ways for numerical reasons (see 04a_specdec)."
@@ -517,12 +536,13 @@ def run_eval(config: EvalConfig) -> EvalResult:
     from eagle_nb.target import load_target
     dev = pick_device(config.device or None)
     target = load_target(config.target, device=dev)
-    factory, desc = load_proposer_factory(config.drafter, target, seed=config.seed, config=config.spec_config(), int8=config.int8)
+    exact, why = resolve_exact(config, target)
+    factory, desc = load_proposer_factory(config.drafter, target, seed=config.seed, config=config.spec_config(exact), int8=config.int8)
     dataset = config.dataset or (checkpoint_dataset(config.drafter) if 'sharegpt-heldout' in config.prompts else None)
     prompts = load_eval_prompts(config.prompts, target.tokenizer, config.limit or None, dataset)
     info = dict(target=target.describe(), drafter=desc, config=asdict(config), dataset=dataset, device=str(dev),
-                threads=torch.get_num_threads(), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'))
-    return evaluate(target, factory, prompts, config.spec_config(), config.seed, config.warmup, info, config.max_seconds, config.profile)
+                threads=torch.get_num_threads(), created=time.strftime('%Y-%m-%dT%H:%M:%S%z'), exact=dict(used=exact, why=why))
+    return evaluate(target, factory, prompts, config.spec_config(exact), config.seed, config.warmup, info, config.max_seconds, config.profile)
 
 # %% ../nbs/04_eval.ipynb #ff1f78b3
 def break_even(result: EvalResult, prompt_set: str|None = None) -> dict:
@@ -652,7 +672,11 @@ def sglang_spec_benchmark(urls: Sequence[str]|str, prompts: list[EvalPrompt],
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='eagle-nb eval', description=eval_main.__doc__)
     from eagle_nb.core import add_config_flags
-    add_config_flags(ap, EvalConfig)   # one flag per field; its help is the field's comment
+    add_config_flags(ap, EvalConfig, skip=('exact',))   # one flag per field; its help is the field's comment
+    ap.add_argument('--exact', nargs='?', const='on', default=None, choices=['on', 'off', 'auto'], help="verify a chain row by row: "
+                    "greedy output plain decoding's bit for bit where the target's linear rows are independent (specdec.SpecConfig.exact); "
+                    "auto: only where they are (specdec.linear_rows_independent) (default: 'off')")
+    ap.add_argument('--no-exact', dest='exact', action='store_const', const='off', help='--exact off')
     ap.add_argument('--json', action='store_true', help='print the JSON report to stdout')
     ap.add_argument('--out', default='', help='write the JSON report here (default: runs_dir()/eval/eval.json)')
     ap.add_argument('--sglang-url', action='append', default=[], help='benchmark a live SGLang server instead (repeatable)')
@@ -693,6 +717,7 @@ def eval_main(argv: list[str],
         doc = eval_document(res)
         s = res.summary()
         lines = [s.to_string(float_format=lambda x: f'{x:.3f}'), explain_speed(doc['break_even']['all'])]
+        if cfg.exact != 'off': lines.append(f"verify rows one by one: {res.info['exact']['used']} ({res.info['exact']['why']})")
         tl = res.info.get('time_limit')
         if tl and not tl['complete']:
             lines.append(f"time limit {tl['max_seconds']:.0f}s: ran {tl['prompts_run']} of {tl['prompts_planned']} prompts "

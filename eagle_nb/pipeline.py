@@ -301,7 +301,8 @@ def run_pipeline(profile: str = 'quick', new: bool = False, run_dir: Path|None =
     run_dir.mkdir(parents=True, exist_ok=True)
     log(f"run {run_dir} ({'resumed' if resumed else 'new'}), profile {cfg['profile']}")
     ctx = dict(run_dir=str(run_dir), profile=cfg['profile'], root=str(root))
-    auto = _auto_limit_stage(cfg) is not None and _apply_fitted(cfg, run_dir) is None   # `limit: auto` not yet sized for this run
+    auto_st = _auto_limit_stage(cfg)   # `limit: auto` not yet sized for this run, and its stage runs now (`--stages eval` never re-prepares)
+    auto = auto_st is not None and (not stages or auto_st['name'] in stages) and _apply_fitted(cfg, run_dir) is None
     if auto or (cfg.get('estimate_first') and not resumed and not stages):   # a long profile says what it will cost before it starts
         est = estimate_profile(cfg['_path'], run_dir=run_dir, log=log)
         budget, total = cfg.get('budget_s'), est.attrs.get('total_s')

@@ -19,8 +19,8 @@ __all__ = ['PACKED_SDPA', 'tree_depths_and_ancestors', 'tree_attention_mask', 'c
            'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'TargetDecoder', 'stop_token_ids',
            'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter',
            'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree', 'accept_probability', 'residual',
-           'verify_tree', 'SpecResult', 'speculative_generate', 'chi2_critical', 'pit_values', 'uniformity_chi2',
-           'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
+           'verify_tree', 'SpecResult', 'speculative_generate', 'linear_rows_independent', 'chi2_critical',
+           'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,18 +71,26 @@ def select_cache_positions(cache, keep: torch.Tensor) -> bool:
 PACKED_SDPA = 'eagle_nb_sdpa'   # the attention implementation name `packed_gqa_attention` registers
 
 def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None, **kw):
-    "transformers' `sdpa` attention, with several masked query tokens of a GQA group run as rows of one KV head (no `repeat_kv` copy)."
+    "transformers' `sdpa` attention, with the query heads of a GQA group run as rows of one KV head (no `repeat_kv` copy, no `enable_gqa`)."
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     n_rep = int(getattr(module, 'num_key_value_groups', 1) or 1)
     b, h, t, _ = query.shape
-    if kw.pop('eagle_nb_rows', False) and t > 1 and getattr(module, 'sliding_window', None) is None:
+    rows = kw.pop('eagle_nb_rows', False)
+    packable = (n_rep > 1 and key.shape[1] * n_rep == h and not module.training and kw.get('position_bias') is None
+                and kw.get('softcap') is None and (attention_mask is None or (attention_mask.dim() == 4 and attention_mask.shape[1] == 1)))
+    if rows and t > 1 and getattr(module, 'sliding_window', None) is None:
         # a chain verified row by row (TargetDecoder.forward(exact_rows=True)): row i attends to keys 0..n+i with no mask,
         # the very call a one-token decode step makes there, so its output is that step's bit for bit
         n = key.shape[2] - t
-        return torch.cat([sdpa_attention_forward(module, query[:, :, i:i + 1], key[:, :, :n + i + 1], value[:, :, :n + i + 1], None,
-                                                 dropout=dropout, scaling=scaling, is_causal=False, **kw)[0] for i in range(t)], 1), None
-    if (n_rep > 1 and t > 1 and attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[1] == 1
-            and key.shape[1] * n_rep == h and not module.training and kw.get('position_bias') is None and kw.get('softcap') is None):
+        return torch.cat([packed_gqa_sdpa(module, query[:, :, i:i + 1], key[:, :, :n + i + 1], value[:, :, :n + i + 1], None,
+                                          dropout=dropout, scaling=scaling, is_causal=False, **kw)[0] for i in range(t)], 1), None
+    if packable and t == 1 and dropout == 0:
+        # one token (a plain decode step): transformers packs the heads here (`pack_gqa`) only where `enable_gqa` is not
+        # chosen, and on a CPU it chooses `enable_gqa`, whose kernel ran 4-7x slower than the packed call (04a's benchmark)
+        o = torch.nn.functional.scaled_dot_product_attention(query.reshape(b, h // n_rep, n_rep, query.shape[-1]), key, value,
+                                                             attn_mask=attention_mask, scale=scaling)
+        return o.reshape(b, h, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
+    if packable and t > 1 and attention_mask is not None:
         q = query.reshape(b, h // n_rep, n_rep * t, query.shape[-1])              # rows: (query head in group, token)
         m = attention_mask.expand(b, 1, t, key.shape[2]).repeat(1, 1, n_rep, 1)
         o = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=m, scale=scaling)
@@ -507,6 +515,21 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
     res.timings = tm
     if decoder is None: dec.close()
     return res
+
+# %% ../nbs/04a_specdec.ipynb #338f8da7
+@torch.inference_mode()
+def linear_rows_independent(model, trials: int = 16, rows: int = 4) -> bool:
+    "Whether each output row of every distinct linear shape in `model` has the same bits computed alone as beside `rows - 1` others, here."
+    g = torch.Generator().manual_seed(0)
+    shapes = {}
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear): shapes.setdefault((tuple(m.weight.shape), m.weight.dtype), m.weight)
+    for w in shapes.values():
+        for _ in range(trials):
+            x = torch.randn(rows, w.shape[1], generator=g).to(device=w.device, dtype=w.dtype)
+            full = torch.nn.functional.linear(x, w)
+            if not all(torch.equal(full[i], torch.nn.functional.linear(x[i:i + 1], w)[0]) for i in range(rows)): return False
+    return True
 
 # %% ../nbs/04a_specdec.ipynb #60485dce
 def chi2_critical(dof: int, alpha: float = 1e-3) -> float:

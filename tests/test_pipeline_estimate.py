@@ -149,3 +149,20 @@ def test_an_auto_limit_is_sized_to_the_budget(tmp_path):
     again = json.loads((run/'fit_limit.json').read_text())
     assert again['tried'][0]['tokens'] == fit['tried'][0]['tokens'] and again['tried'][0]['limit'] == 40
     assert TokenizedDataset.open(run/'data').manifest['source']['limit'] == again['limit'] < 40
+
+
+def test_an_auto_limit_is_not_sized_for_other_stages(tmp_path, monkeypatch):
+    """`eagle-nb demo --stages eval` on a `limit: auto` profile runs the eval only: sizing the limit prepares data, which
+    would overwrite the run's `data` (found when an eval-only rerun re-prepared a linked run's data at `fit_limit.max`)."""
+    import eagle_nb.pipeline as pl
+    ran = []
+    monkeypatch.setattr(pl, 'project_dir', lambda: tmp_path)
+    monkeypatch.setattr(pl, 'estimate_profile', lambda *a, **k: ran.append('estimate') or pytest.fail('sized the limit'))
+    monkeypatch.setattr(pl, 'run_stage', lambda st, i, *a, **k: ran.append(st['name']) or dict(stage=st['name'], seconds=0.0, status='ok'))
+    monkeypatch.setattr(pl, 'write_index', lambda *a, **k: None)
+    prof = _auto_profile(tmp_path, 'auto', budget_s=60, fit_limit=dict(max=40))
+    pl.run_pipeline(str(prof), run_dir=tmp_path/'run', stages=['eval'])
+    assert ran == ['eval']
+    monkeypatch.setattr(pl, 'estimate_profile', lambda *a, **k: ran.append('estimate') or pytest.fail('stop here'))
+    with pytest.raises(pytest.fail.Exception, match='stop here'): pl.run_pipeline(str(prof), run_dir=tmp_path/'run2', stages=['prepare'])
+    assert ran[-1] == 'estimate'

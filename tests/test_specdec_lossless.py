@@ -5,7 +5,7 @@ import random
 import pytest, torch
 import eagle_nb.specdec as sd
 from eagle_nb.specdec import (SpecConfig, generate_plain, speculative_generate, RandomDrafter, ReplayDrafter,
-                              NGramDrafter, Eagle3Proposer, TargetDecoder)
+                              NGramDrafter, Eagle3Proposer, TargetDecoder, linear_rows_independent)
 from eagle_nb.target import tiny_target
 
 WORDS = ("the quick brown fox jumps over lazy dog def add return print hello world for range what is capital of "
@@ -159,27 +159,13 @@ def test_lossless_smollm2_bf16_up_to_ties():
     assert exact >= 3
 
 
-def _linear_rows_independent(model, trials: int = 16) -> bool:
-    "Whether each output row of every distinct bf16 linear shape in `model` is the same computed alone or with 3 other rows (here)."
-    g = torch.Generator().manual_seed(0)
-    shapes = {}
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear): shapes.setdefault(tuple(m.weight.shape), m.weight)
-    for w in shapes.values():
-        for _ in range(trials):
-            x = torch.randn(4, w.shape[1], generator=g).to(w.dtype)
-            full = torch.nn.functional.linear(x, w)
-            if not all(torch.equal(full[i], torch.nn.functional.linear(x[i:i + 1], w)[0]) for i in range(4)): return False
-    return True
-
-
 @pytest.mark.slow
 def test_exact_smollm2_bf16():
     "SpecConfig(exact=True): a chain's greedy output is plain greedy's bit for bit in bf16, not only up to ties."
     from eagle_nb.target import load_target
     t = load_target('smollm2-135m', dtype=torch.bfloat16)
     with torch.inference_mode():
-        if not _linear_rows_independent(t.model):   # then the products, not the attention, round differently: nothing to assert here
+        if not linear_rows_independent(t.model):   # then the products, not the attention, round differently: nothing to assert here
             pytest.skip("this CPU's bf16 linear rounds a row differently next to other rows; exact=True cannot be bit-identical")
     from eagle_nb.eval import load_eval_prompts
     eagle = _eagle_smollm2(t)
