@@ -18,6 +18,7 @@ import torch
 
 from eagle_nb.target import load_target
 from eagle_nb.specdec import TargetDecoder, crop_cache, PACKED_SDPA
+from eagle_nb.core import machine_info
 
 
 def main():
@@ -74,7 +75,7 @@ def main():
               f"exact rows {r['verify_exact_ms']:.2f} ms = {r['verify_cost_exact']:.3f} steps; sdpa = packed bit for bit: {same}, "
               f"exact's first row = the one-token step: {exact_same}")
     t.model.set_attn_implementation(PACKED_SDPA)
-    doc = dict(target=a.target, dtype=str(t.dtype), device=str(t.device), threads=torch.get_num_threads(), tokens=a.tokens,
+    doc = dict(machine=machine_info(), target=a.target, dtype=str(t.dtype), device=str(t.device), threads=torch.get_num_threads(), tokens=a.tokens,
                reps=a.reps, aux=a.aux, rows=rows)
     if a.json:
         with open(a.json, 'w') as f: json.dump(doc, f, indent=1)
