@@ -261,7 +261,7 @@ class EvalConfig:
     max_seconds: float = 0.0       # time limit: no prompt is started once this many seconds are spent (0: none); sets are taken in turn, the report says how many ran
     profile: str = ''              # write torch.profiler tables of one extra, untimed run of the first prompt (plain, then speculative) to this file
     int8: bool = False             # on a CPU, decode with the drafter's linear layers (but fc) in int8: same losslessness, faster drafting (specdec.int8_drafter); bf16 on an accelerator
-    exact: str = 'off'             # on: a chain verifies each row's attention as a one-token step computes it, greedy output plain decoding's bit for bit where the linear rows are independent (specdec.SpecConfig.exact); auto: on where they are (specdec.linear_rows_independent), else off
+    exact: str = 'off'             # on: a chain verifies each row's attention as a one-token step computes it, greedy output plain decoding's bit for bit where the target's linear rows are independent (specdec.SpecConfig.exact); auto: on only where they are (specdec.linear_rows_independent); off
 
     def __post_init__(self):
         self.exact = _exact_setting(self.exact)
@@ -671,12 +671,11 @@ def sglang_spec_benchmark(urls: Sequence[str]|str, prompts: list[EvalPrompt],
 # %% ../nbs/04_eval.ipynb #53c55f49
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog='eagle-nb eval', description=eval_main.__doc__)
-    from eagle_nb.core import add_config_flags
+    from eagle_nb.core import add_config_flags, field_help
     add_config_flags(ap, EvalConfig, skip=('exact',))   # one flag per field; its help is the field's comment
-    ap.add_argument('--exact', nargs='?', const='on', default=None, choices=['on', 'off', 'auto'], help="verify a chain row by row: "
-                    "greedy output plain decoding's bit for bit where the target's linear rows are independent (specdec.SpecConfig.exact); "
-                    "auto: only where they are (specdec.linear_rows_independent) (default: 'off')")
-    ap.add_argument('--no-exact', dest='exact', action='store_const', const='off', help='--exact off')
+    ap.add_argument('--no-exact', dest='exact', action='store_const', const='off', help='the same as --exact off')
+    ap.add_argument('--exact', nargs='?', const='on', default=None, choices=['on', 'off', 'auto'],   # --exact alone: on
+                    help=f"{field_help(EvalConfig)['exact']} (default: 'off'; --exact alone: on)")
     ap.add_argument('--json', action='store_true', help='print the JSON report to stdout')
     ap.add_argument('--out', default='', help='write the JSON report here (default: runs_dir()/eval/eval.json)')
     ap.add_argument('--sglang-url', action='append', default=[], help='benchmark a live SGLang server instead (repeatable)')
