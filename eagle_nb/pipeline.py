@@ -487,7 +487,7 @@ def _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log, extract_ra
     if extract_rate: pf.attrs.update(tokens_per_s=extract_rate, eta_s=pf.attrs['tokens'] / extract_rate)
     free, _ = _free_disk(Path(ep['out']))
     rows.append(dict(stage=by_nb['01_extract.ipynb'][1]['name'], tokens=pf.attrs['tokens'], rate=pf.attrs['tokens_per_s'], seconds=pf.attrs['eta_s'],
-                     basis=f"preflight probe of {tgt.name} on this machine; store {pf.attrs['need_bytes'] / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+                     basis=f"{'the rate measured when the limit was sized' if extract_rate else 'preflight probe'} of {tgt.name} on this machine; store {pf.attrs['need_bytes'] / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
                            + ('  <- DOES NOT FIT' if pf.attrs['need_bytes'] * (1 + xc.disk_margin) > free else '')))
     ds = TokenizedDataset.open(data, verify=False)
     tp = _fill(by_nb['03_train.ipynb'][1]['parameters'], ctx) if '03_train.ipynb' in by_nb else None
