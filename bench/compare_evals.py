@@ -10,15 +10,21 @@ from pathlib import Path
 from eagle_nb.core import machine_info
 
 
+def output_counts(ev: dict) -> dict:
+    "Prompts, outputs plain greedy's token for token, and the others that first differ at a bf16 tie (bench/summarize_run.py too)."
+    ps = ev.get('prompts', [])
+    return dict(prompts=len(ps), identical=sum(bool(p['lossless']) for p in ps),
+                differ_at_tie=sum(1 for p in ps if not p['lossless'] and p.get('difference_at_tie')))
+
+
 def summary(ev: dict) -> dict:
-    m, sp, be, ps = ev['metrics']['all'], ev['speed']['all'], ev['break_even']['all'], ev.get('prompts', [])
+    m, sp, be = ev['metrics']['all'], ev['speed']['all'], ev['break_even']['all']
     return dict(config={k: ev['config'].get(k) for k in ('prompts', 'limit', 'max_new_tokens', 'num_steps', 'int8', 'exact')},
                 exact=ev.get('exact'), threads=ev.get('threads'), tau=m['accept_length'], alpha=m['alpha'],
                 plain_tokens_per_s=sp['plain_tokens_per_s'], spec_tokens_per_s=sp['spec_tokens_per_s'], speedup=sp['speedup'],
                 costs={k: be[k] for k in ('plain_ms_per_token', 'verify_cost', 'draft_step_cost', 'rest_cost', 'tau_break_even', 'predicted_speedup')},
                 by_set={k: dict(tau=v['accept_length'], speedup=ev['speed']['by_set'][k]['speedup']) for k, v in ev['metrics']['by_set'].items()},
-                outputs=dict(prompts=len(ps), identical=sum(bool(p['lossless']) for p in ps),
-                             differ_at_tie=sum(bool(p['difference_at_tie']) for p in ps if not p['lossless'])))
+                outputs=output_counts(ev))
 
 
 def main(argv):

@@ -11,6 +11,7 @@ WALL_S: the whole `eagle-nb demo` command's wall-clock seconds as timed outside 
 import json, os, statistics, sys
 from pathlib import Path
 from eagle_nb.core import machine_info
+from compare_evals import output_counts   # bench/ is this script's folder, first on sys.path
 
 run, out = Path(sys.argv[1]), Path(sys.argv[2])
 rd = lambda p: json.loads(p.read_text())
@@ -37,10 +38,7 @@ doc['extract'] = {k: ex.get(k) for k in ('tokens', 'seconds', 'tokens_per_s', 'b
 ev = rd(run/'eval'/'eval.json')
 doc['eval'] = dict(config={k: ev['config'].get(k) for k in ('prompts', 'limit', 'max_new_tokens', 'num_steps')},
                    metrics=ev['metrics'], speed=ev['speed'], break_even=ev['break_even'], threads=ev.get('threads'))
-ps = ev.get('prompts', [])   # how many outputs were plain greedy's token for token, and where the others first differ
-doc['eval']['outputs'] = dict(prompts=len(ps), identical=sum(bool(p['lossless']) for p in ps),
-                              differ_at_tie=sum(1 for p in ps if not p['lossless'] and p.get('difference_at_tie')),
-                              config=dict(int8=ev['config'].get('int8'), exact=ev['config'].get('exact')))
+doc['eval']['outputs'] = dict(output_counts(ev), config=dict(int8=ev['config'].get('int8'), exact=ev['config'].get('exact')))
 out.parent.mkdir(parents=True, exist_ok=True)
 out.write_text(json.dumps(doc, indent=1))
 print(f"{out}: {doc['profile']} {doc['seconds']:.0f} s, train {doc['train']['tokens']:,} tokens at {doc['train']['tokens_per_s_median']:.0f} tok/s")

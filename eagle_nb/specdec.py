@@ -108,7 +108,7 @@ def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kw)
 
 def packed_gqa_attention(model) -> bool:
-    "Switch a model on transformers' `sdpa` attention to `packed_gqa_sdpa` (same outputs, no KV copy in a verify); False if it uses another."
+    "Switch a model on transformers' `sdpa` attention to `packed_gqa_sdpa` (a verify: sdpa's bits without its KV copy; a one-token step: packed, not `enable_gqa`); False if it uses another."
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
     impl = getattr(model.config, '_attn_implementation', None)
@@ -127,7 +127,7 @@ class TargetDecoder:
         self.target, self.model = target, target.model
         self.device = target.device
         self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
-        self.packed_attention = packed_gqa_attention(self.model)   # the same numbers as `sdpa`, without its KV copy in a verify
+        self.packed_attention = packed_gqa_attention(self.model)   # a verify: sdpa's bits, no KV copy; a one-token step: packed
         self._cache_kw = _model_cache_kwarg(self.model)
         self.cache = None
         self.forwards = 0   # target forward passes since reset (prefill included)

@@ -582,7 +582,7 @@ def vllm_eval_main(a, out: Path) -> int:
     if a.drafter is None: raise EagleNbError("--engine vllm needs --drafter: a drafter checkpoint directory (or random-init)")
     if a.temperature != 0: raise EagleNbError("--engine vllm checks losslessness against plain greedy: use --temperature 0")
     if a.topk != 1: raise EagleNbError("--engine vllm serves a chain (vLLM's eagle3 method): use --topk 1 and --num-steps for the draft count")
-    if a.int8 or a.min_draft_prob or str(a.exact).lower() in ('on', 'true'):
+    if a.int8 or a.min_draft_prob or a.exact == 'on':
         raise EagleNbError("--int8, --min-draft-prob and --exact are eagle_nb's own decoder's; vLLM serves the exported bf16 drafter as a fixed chain")
     urls = dict(u.split('=', 1) for u in a.vllm_url) if a.vllm_url else None
     if urls is not None and set(urls) != {'plain', 'spec'}: raise EagleNbError("--vllm-url: give plain=URL and spec=URL (a plain vLLM and one serving the export)")
