@@ -4,7 +4,7 @@
 
 # %% ../nbs/01d_vllm.ipynb #cae6fe26
 from __future__ import annotations
-import fcntl, json, os, threading, time
+import fcntl, json, os, re, statistics, threading, time
 from concurrent.futures import ThreadPoolExecutor, FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +16,11 @@ from .extract import SampleStates, WriteConfig, write_store
 from .target import TargetInfo
 
 # %% auto #0
-__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'connector_pythonpath',
-           'vllm_server_argv', 'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file',
-           'validate_vllm_file', 'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
-           'acceptance_from_counters', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines',
-           'vllm_eval_main']
+__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'ITERATION_FLAG',
+           'connector_pythonpath', 'vllm_server_argv', 'start_vllm_server', 'ServerDown', 'served_model',
+           'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm', 'VllmSource', 'source_from_args',
+           'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'log_size', 'iteration_times',
+           'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -53,6 +53,7 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
                      memory_fraction: float|None = None,   # --gpu-memory-utilization (on CPU: of host memory); None: CPU 0.15, GPU vLLM's default
                      connector: str = 'auto',            # 'eagle_nb' (CPU-capable), 'stock' (vLLM's, CUDA only); auto: stock with CUDA
                      prefix_caching: bool = False,       # serving only: extraction refuses it
+                     eager: bool = True,                 # --enforce-eager: no torch.compile (start-up in seconds on a CPU, not minutes)
                      extra: Sequence[str] = ()) -> list[str]:
     "The command line of a vLLM OpenAI server on 127.0.0.1:port (prefix caching off unless asked for serving)."
     extra = [str(x) for x in extra]
@@ -61,7 +62,7 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
                            "this request's; drop --enable-prefix-caching (vLLM needs --no-enable-prefix-caching, enable_prefix_caching=False)")
     cache = [] if prefix_caching else list(REQUIRED_FLAGS)
     argv = [str(python), '-m', 'vllm.entrypoints.openai.api_server', '--model', str(model), '--host', '127.0.0.1',
-            '--port', str(port), '--dtype', 'bfloat16', '--enforce-eager', *cache, '--max-model-len', str(max_model_len)]
+            '--port', str(port), '--dtype', 'bfloat16', *(['--enforce-eager'] if eager else []), *cache, '--max-model-len', str(max_model_len)]
     frac = _default_memory_fraction() if memory_fraction is None else memory_fraction
     if frac is not None: argv += ['--gpu-memory-utilization', str(frac)]
     if extract_layer_ids is not None:
@@ -83,6 +84,7 @@ def start_vllm_server(model: Path|str,                # HF model directory of th
                       run_dir: Path|str|None = None,  # log, pid and connector files go here (default: a new folder in runs_dir())
                       name: str = 'vllm',             # log file stem
                       startup_timeout: float = 900.0,
+                      env: dict|None = None,          # more environment for the server (e.g. LD_PRELOAD, OMP_NUM_THREADS)
                       **argv_kw) -> 'EngineServer':
     "Start a vLLM server from the engine venv on a free 127.0.0.1 port, wait for /health; stop it with `.stop()` (by PID)."
     from eagle_nb.engines import EngineServer, engine_python, free_port
@@ -92,7 +94,7 @@ def start_vllm_server(model: Path|str,                # HF model directory of th
     if argv_kw.get('extract_layer_ids') is not None: argv_kw.setdefault('storage', run_dir/f'{name}-states')
     argv = vllm_server_argv(engine_python('vllm'), model, port, **argv_kw)
     env = dict(PYTHONPATH=str(connector_pythonpath(run_dir)),   # the connector module alone; nothing of the project venv
-               VLLM_NO_USAGE_STATS='1', DO_NOT_TRACK='1', HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
+               VLLM_NO_USAGE_STATS='1', DO_NOT_TRACK='1', HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1', **(env or {}))
     srv = EngineServer(argv, port, run_dir/f'{name}.log', env=env, startup_timeout=startup_timeout, name=name)
     srv.storage = argv_kw.get('storage')
     return srv.start()
@@ -408,6 +410,37 @@ def acceptance_from_counters(before: dict, after: dict) -> dict:
                 tau=1 + d['accepted'] / n, per_position_rate=rate, alpha=alpha,
                 draft_acceptance_rate=d['accepted'] / d['draft_tokens'] if d['draft_tokens'] else None)
 
+# %% ../nbs/01d_vllm.ipynb #0823e222
+ITERATION_FLAG = '--enable-logging-iteration-details'   # vLLM logs every engine iteration's elapsed ms (the eval's servers run with it)
+_ITERATION_RE = re.compile(r'Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation requests, '
+                           r'(\d+) generation tokens, iteration elapsed time: ([\d.]+) ms')
+
+def log_size(path: Path|str|None) -> int:
+    "The byte length of a server log now (0 if there is none): `iteration_times` reads between two of these."
+    return Path(path).stat().st_size if path and Path(path).exists() else 0
+
+def iteration_times(log: Path|str,                 # a vLLM server log (started with ITERATION_FLAG)
+                    start: int = 0, end: int|None = None) -> list[dict]:   # byte range of the log to read
+    "vLLM's per-iteration lines in bytes [start, end) of a log: context/generation requests and tokens, elapsed ms."
+    with open(log, 'rb') as f:
+        f.seek(start)
+        text = f.read(-1 if end is None else max(0, end - start)).decode(errors='replace')
+    return [dict(ctx_requests=int(m[2]), ctx_tokens=int(m[3]), gen_requests=int(m[4]), gen_tokens=int(m[5]), ms=float(m[6]))
+            for m in _ITERATION_RE.finditer(text)]
+
+def iteration_cost(plain: list[dict], spec: list[dict],   # `iteration_times` of each server over the one-at-a-time run
+                   plain_wall_ms_per_iteration: float,    # that run's wall ms over its iterations (one a token)
+                   spec_wall_ms_per_iteration: float) -> dict|None:   # ... (one a prompt plus one a verify round)
+    "A speculative iteration against a plain step: vLLM's median decode iteration of one request each, their ratio, the wall time outside it, the break-even τ; None without lines."
+    decode = lambda its: [i['ms'] for i in its if i['ctx_requests'] == 0 and i['gen_requests'] == 1]
+    p, s = decode(plain), decode(spec)
+    if not p or not s: return None
+    mp, ms = statistics.median(p), statistics.median(s)
+    return dict(plain_step_ms=mp, spec_iteration_ms=ms, spec_iteration_in_plain_steps=ms / mp, iterations=dict(plain=len(p), spec=len(s)),
+                wall_ms_per_iteration=dict(plain=plain_wall_ms_per_iteration, spec=spec_wall_ms_per_iteration),
+                outside_ms=dict(plain=plain_wall_ms_per_iteration - mp, spec=spec_wall_ms_per_iteration - ms),
+                break_even_tau=spec_wall_ms_per_iteration / plain_wall_ms_per_iteration)
+
 # %% ../nbs/01d_vllm.ipynb #6009eeb6
 def _generate(url: str, model: str, prompts: Sequence[Sequence[int]], max_new_tokens: int, concurrency: int,
               timeout: float = 1800.0) -> tuple[list[list[int]], float]:
@@ -470,8 +503,9 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                    concurrency: int = 4,               # the batch run's requests in flight
                    run_dir: Path|str|None = None,
                    urls: dict|None = None,             # {'plain': URL, 'spec': URL}: use running servers instead
-                   in_process: bool = True) -> dict:   # eagle_nb's own τ on the same prompts beside vLLM's
-    "Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness; eagle_nb's τ beside."
+                   in_process: bool = True,            # eagle_nb's own τ on the same prompts beside vLLM's
+                   logs: dict|None = None) -> dict:    # {'plain': log, 'spec': log} of servers given by `urls` (started with ITERATION_FLAG)
+    "Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness, where an iteration's time goes; eagle_nb's τ beside."
     from eagle_nb.drafter import export_speculators
     from eagle_nb.eval import first_difference, tie_tolerance
     run_dir = Path(run_dir) if run_dir else runs_dir()/f"vllm-eval-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -483,17 +517,18 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
     max_len = serving_context(target, prompts, max_new_tokens)   # checked before minutes of server start-up, not by a 400 after
     servers = {}
     try:
-        if urls: servers_urls = dict(urls)
+        if urls: servers_urls, logs = dict(urls), dict(logs or {})
         else:   # both start at once (startup dominates on CPU); same flags but the drafter
             with ThreadPoolExecutor(2) as ex:
                 fut = {k: ex.submit(start_vllm_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
-                                    speculative=spec_cfg if k == 'spec' else None) for k in ('plain', 'spec')}
+                                    speculative=spec_cfg if k == 'spec' else None, extra=[ITERATION_FLAG]) for k in ('plain', 'spec')}
                 errors = []
                 for k, f in fut.items():
                     try: servers[k] = f.result()
                     except Exception as e: errors.append(e)
                 if errors: raise errors[0]
             servers_urls = {k: s.url for k, s in servers.items()}
+            logs = {k: s.log_path for k, s in servers.items()}
         models = {k: served_model(u) for k, u in servers_urls.items()}
         longest = max(len(p.input_ids) for p in prompts)
         for k, m in models.items():   # servers given by URL have their own limit: say so before any request fails on it
@@ -502,13 +537,15 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                                    f"{max_new_tokens} new tokens needs {longest + max_new_tokens}: restart it with --max-model-len {max_len}")
         names = {k: m['id'] for k, m in models.items()}
         ids = [p.input_ids for p in prompts]
-        out, speed, acc = {}, {}, {}
+        out, speed, acc, its = {}, {}, {}, {}
         for k in ('plain', 'spec'):
             u = servers_urls[k]
             _generate(u, names[k], ids[:1], 4, 1)                                   # warm-up, uncounted
             c0 = spec_counters(vllm_metrics(u))
+            time.sleep(0.5); at = log_size(logs.get(k))                      # the warm-up's iteration lines are written
             seq, t_seq = _generate(u, names[k], ids, max_new_tokens, 1)
             c1 = spec_counters(vllm_metrics(u))
+            time.sleep(0.5); its[k] = iteration_times(logs[k], at, log_size(logs[k])) if logs.get(k) else []
             bat, t_bat = _generate(u, names[k], ids, max_new_tokens, concurrency)
             c2 = spec_counters(vllm_metrics(u))
             out[k] = dict(sequential=seq, batch=bat)
@@ -516,6 +553,9 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
             speed[k] = dict(sequential_tokens_per_s=n_seq / t_seq, batch_tokens_per_s=n_bat / t_bat, sequential_s=t_seq, batch_s=t_bat,
                             sequential_tokens=n_seq, batch_tokens=n_bat)
             if k == 'spec': acc = dict(sequential=acceptance_from_counters(c0, c1), batch=acceptance_from_counters(c1, c2))
+        # one iteration a token plain; speculative: a prefill a prompt, then one a verify round (vLLM's drafts counter)
+        cost = iteration_cost(its['plain'], its['spec'], 1000 * speed['plain']['sequential_s'] / speed['plain']['sequential_tokens'],
+                              1000 * speed['spec']['sequential_s'] / (len(ids) + acc['sequential']['drafts']))
         same = [a == b for a, b in zip(out['plain']['sequential'], out['spec']['sequential'])]
         same_b = [a == b for a, b in zip(out['plain']['batch'], out['spec']['batch'])]
         plain_batch_same = [a == b for a, b in zip(out['plain']['batch'], out['plain']['sequential'])]   # batching's own numerics
@@ -536,7 +576,7 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                                  sequential_up_to_ties=all(a or b for a, b in zip(same, at_tie)),
                                  prompts_equal_up_to_ties=sum(a or b for a, b in zip(same, at_tie)),
                                  margins_at_difference=margins, tie_tolerance=tol),
-                   logs={k: str(s.log_path) for k, s in servers.items()})
+                   cost=cost, logs={k: str(p) for k, p in logs.items()})
     finally:
         for s in servers.values(): s.stop()
     if in_process:
@@ -568,6 +608,12 @@ def vllm_eval_lines(doc: dict) -> list[str]:
         ms = [f'{m:.2f}' if m is not None else 'unread' for m, d in zip(lo['margins_at_difference'], lo['first_difference']) if d is not None]
         lines.append(f"  lossless up to ties: {lo['prompts_equal_up_to_ties']}/{doc['prompts']} (plain vLLM's top-1 minus top-2 logit where "
                      f"they part: {', '.join(ms)}; a tie is <= {lo['tie_tolerance']:g})")
+    if doc.get('cost'):
+        c = doc['cost']
+        lines.append(f"  where the time goes (vLLM's iteration log, one request at a time): a plain step {c['plain_step_ms']:.1f} ms, a speculative "
+                     f"iteration (verify {doc['speculative_config']['num_speculative_tokens'] + 1} tokens, draft {doc['speculative_config']['num_speculative_tokens']}) {c['spec_iteration_ms']:.1f} ms = "
+                     f"{c['spec_iteration_in_plain_steps']:.2f} plain steps; outside the model loop {c['outside_ms']['plain']:.1f} vs "
+                     f"{c['outside_ms']['spec']:.1f} ms; break-even tau {c['break_even_tau']:.2f} (this drafter: {v['tau']:.2f})")
     if 'eagle_nb' in doc:
         e = doc['eagle_nb']
         lines.append(f"  eagle_nb in-process: tau {e['tau']:.3f}   alpha_k {f(e['alpha'])}   (vLLM - eagle_nb: {doc['tau_difference']:+.3f})")

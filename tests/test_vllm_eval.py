@@ -18,13 +18,13 @@ def servers(target, tmp_path_factory):
     from concurrent.futures import ThreadPoolExecutor
     from eagle_nb.drafter import export_speculators
     from eagle_nb.eval import random_init_drafter
-    from eagle_nb.vllm import start_vllm_server
+    from eagle_nb.vllm import ITERATION_FLAG, start_vllm_server
     run = tmp_path_factory.mktemp('vllm-eval')
     spec = export_speculators(random_init_drafter(target, seed=0), run/'speculators', speculative_tokens=3, verifier_name=str(target.path))
     cfg = dict(model=str(spec), method='eagle3', num_speculative_tokens=3)
     with ThreadPoolExecutor(2) as ex:
         fut = {k: ex.submit(start_vllm_server, target.path, run, name=f'vllm-{k}', prefix_caching=True,
-                            speculative=cfg if k == 'spec' else None) for k in ('plain', 'spec')}
+                            speculative=cfg if k == 'spec' else None, extra=[ITERATION_FLAG]) for k in ('plain', 'spec')}
         srv = {k: f.result() for k, f in fut.items()}
     yield srv
     for s in srv.values(): s.stop()
@@ -42,6 +42,22 @@ def test_eval_engine_vllm_lossless_with_counters(servers, tmp_path, capsys):
     assert v['tau'] == pytest.approx(1 + v['accepted'] / v['drafts'])
     assert doc['speed']['plain']['sequential_tokens_per_s'] > 0 and doc['speed']['spec']['batch_tokens_per_s'] > 0
     assert abs(doc['tau_difference']) < 0.25, (v['tau'], doc['eagle_nb'])    # the same untrained drafter: both ~1
+
+def test_iteration_cost_from_the_servers_own_logs(servers, target, tmp_path):
+    "Each server logs its engine iterations: the eval reads the one-at-a-time run's decode steps (one a token past the first), none of the warm-up's or the batch's."
+    from eagle_nb.vllm import vllm_spec_eval, vllm_eval_lines
+    from eagle_nb.eval import load_eval_prompts
+    prompts = load_eval_prompts('humaneval', target.tokenizer, 2)
+    urls, logs = {k: s.url for k, s in servers.items()}, {k: s.log_path for k, s in servers.items()}
+    doc = vllm_spec_eval(target, 'random-init', prompts, max_new_tokens=12, concurrency=2, run_dir=tmp_path, urls=urls, logs=logs, in_process=False)
+    c = doc['cost']
+    assert c['iterations']['plain'] == doc['speed']['plain']['sequential_tokens'] - len(prompts), (c, doc['speed']['plain'])
+    assert c['iterations']['spec'] == doc['vllm']['sequential']['drafts'], (c, doc['vllm']['sequential'])
+    assert 0 < c['plain_step_ms'] < c['wall_ms_per_iteration']['plain'] and 0 < c['spec_iteration_ms'] < c['wall_ms_per_iteration']['spec'], c
+    assert c['spec_iteration_ms'] > c['plain_step_ms'], c            # a verify of 4 tokens and 3 drafts against one token
+    assert any('where the time goes' in l for l in vllm_eval_lines(doc))
+    assert vllm_spec_eval(target, 'random-init', prompts[:1], max_new_tokens=4, concurrency=1, run_dir=tmp_path/'nologs', urls=urls,
+                          in_process=False)['cost'] is None        # servers given by URL alone: no log to read, no figures made up
 
 def test_extraction_refuses_prefix_caching(servers, target):
     from eagle_nb.vllm import VllmSource

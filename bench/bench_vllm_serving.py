@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""Real vLLM serving one drafter under several server settings, each against plain vLLM of the same settings, in one run.
+
+For each variant a plain server and one serving the drafter (the speculators export, an EAGLE-3 chain) start together; the
+same greedy requests then go one at a time in blocks, plain and speculative in ABBA order (P S S P, then S P P S, ...) with a
+pause between blocks: the servers' workers are pinned to the same core and spin for a while after their last request, so the
+two servers are never timed against each other's tail. Per variant: tokens/s of each (all blocks), the speed-up, τ by vLLM's
+counters, and where a speculative iteration's time goes (`vllm.iteration_cost` on vLLM's own iteration log: a plain step, a
+speculative iteration, the wall time outside both, the break-even τ).
+
+Variants (comma-separated):
+  eager     eagle_nb's eval servers as they are (--enforce-eager)
+  compile   vLLM's default torch.compile (start-up takes minutes on a CPU)
+  preload   eager with the libraries of --preload in LD_PRELOAD (vLLM's CPU docs ask for Intel OpenMP and tcmalloc:
+            e.g. libiomp5.so from the `intel-openmp` wheel, libtcmalloc_minimal.so.4 from Debian's libtcmalloc-minimal4)
+  threads2  eager with the worker unpinned on 2 threads (VLLM_CPU_OMP_THREADS_BIND=nobind, OMP_NUM_THREADS=2)
+
+  .venv/bin/python bench/bench_vllm_serving.py --drafter RUN/drafter --dataset RUN/data [--variants eager,compile]
+        [--prompts humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl] [--limit 8] [--max-new-tokens 64] [--num-steps 3]
+        [--rounds 1] [--preload LIB[:LIB]] [--json OUT]
+"""
+import argparse, json, os, sys, time
+from pathlib import Path
+
+from eagle_nb.core import machine_info, atomic_write_json
+from eagle_nb.target import load_target
+from eagle_nb.eval import load_eval_prompts
+from eagle_nb.drafter import export_speculators
+from eagle_nb.vllm import (ITERATION_FLAG, start_vllm_server, serving_context, served_model, _generate, _load_drafter_for_export,
+                           _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost)
+
+
+def settings(name: str, preload: str) -> dict:
+    if name == 'eager': return dict(eager=True, env={})
+    if name == 'compile': return dict(eager=False, env={})
+    if name == 'preload':
+        if not preload: sys.exit("the preload variant needs --preload LIB[:LIB] (e.g. libiomp5.so and libtcmalloc_minimal.so.4)")
+        missing = [p for p in preload.split(':') if not Path(p).exists()]
+        if missing: sys.exit(f"--preload: no such file {missing}")
+        return dict(eager=True, env=dict(LD_PRELOAD=preload))
+    if name == 'threads2': return dict(eager=True, env=dict(VLLM_CPU_OMP_THREADS_BIND='nobind', OMP_NUM_THREADS='2'))
+    sys.exit(f"unknown variant {name!r}: use eager, compile, preload or threads2")
+
+
+def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label) -> dict:
+    ml = serving_context(target, prompts, max_new)
+    t0 = time.time()
+    srv = {}
+    try:
+        for k in ('plain', 'spec'):   # one after the other: two compiling at once on 2 cores only makes both slower
+            srv[k] = start_vllm_server(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=True, max_model_len=ml, eager=cfg['eager'],
+                                       env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, extra=[ITERATION_FLAG],
+                                       startup_timeout=1800)
+        startup = time.time() - t0
+        urls = {k: s.url for k, s in srv.items()}
+        names = {k: served_model(u)['id'] for k, u in urls.items()}
+        ids = [p.input_ids for p in prompts]
+        for k in urls: _generate(urls[k], names[k], ids[:2], 16, 1)            # warm-up, uncounted
+        c0 = spec_counters(vllm_metrics(urls['spec']))
+        time.sleep(1)
+        at = {k: log_size(s.log_path) for k, s in srv.items()}
+        order = []
+        for r in range(rounds): order += ['plain', 'spec', 'spec', 'plain'] if r % 2 == 0 else ['spec', 'plain', 'plain', 'spec']
+        secs, toks, blocks, outs = {'plain': 0.0, 'spec': 0.0}, {'plain': 0, 'spec': 0}, [], {}
+        for k in order:
+            time.sleep(3)
+            o, t = _generate(urls[k], names[k], ids, max_new, 1)
+            n = sum(map(len, o))
+            secs[k] += t; toks[k] += n; outs.setdefault(k, o)
+            blocks.append(dict(server=k, tokens_per_s=n / t))
+            print(f"  {name}: {k} {n / t:.1f} tokens/s", flush=True)
+        time.sleep(1)
+        acc = acceptance_from_counters(c0, spec_counters(vllm_metrics(urls['spec'])))
+        its = {k: iteration_times(s.log_path, at[k], log_size(s.log_path)) for k, s in srv.items()}
+    finally:
+        for s in srv.values(): s.stop()
+    n_blocks = order.count('spec')
+    cost = iteration_cost(its['plain'], its['spec'], 1000 * secs['plain'] / toks['plain'],
+                          1000 * secs['spec'] / (n_blocks * len(ids) + acc['drafts']))   # a prefill a prompt a block, one a verify round
+    plain, spec = toks['plain'] / secs['plain'], toks['spec'] / secs['spec']
+    return dict(variant=name, eager=cfg['eager'], env=cfg['env'], startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
+                speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost,
+                outputs_equal=sum(a == b for a, b in zip(outs['plain'], outs['spec'])), prompts=len(ids))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--target', default='smollm2-135m')
+    ap.add_argument('--drafter', required=True, help='drafter checkpoint directory (or random-init)')
+    ap.add_argument('--dataset', default='', help='the run\'s prepared data (for sharegpt-heldout)')
+    ap.add_argument('--prompts', default='humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl')
+    ap.add_argument('--limit', type=int, default=8, help='prompts a set')
+    ap.add_argument('--max-new-tokens', type=int, default=64)
+    ap.add_argument('--num-steps', type=int, default=3, help='drafts a verify round (vLLM num_speculative_tokens)')
+    ap.add_argument('--variants', default='eager,compile')
+    ap.add_argument('--rounds', type=int, default=1, help='ABBA rounds a variant (each: 2 blocks of every prompt a server)')
+    ap.add_argument('--preload', default='', help='LD_PRELOAD of the preload variant')
+    ap.add_argument('--run-dir', default='', help='server logs and the export (default: a temporary folder under runs_dir())')
+    ap.add_argument('--json', default='', help='write the results here')
+    a = ap.parse_args()
+    variants = [v for v in a.variants.split(',') if v]
+    cfgs = {v: settings(v, a.preload) for v in variants}          # refuse a bad variant before minutes of start-up
+    from eagle_nb.core import runs_dir
+    run_dir = Path(a.run_dir) if a.run_dir else runs_dir()/f"bench-vllm-serving-{time.strftime('%Y%m%d-%H%M%S')}"
+    target = load_target(a.target)
+    prompts = load_eval_prompts(a.prompts, target.tokenizer, a.limit or None, a.dataset or None)
+    tdir = _target_dir(target)
+    spec_dir = export_speculators(_load_drafter_for_export(a.drafter, target), run_dir/'speculators', speculative_tokens=a.num_steps,
+                                  verifier_name=str(tdir))
+    spec_cfg = dict(model=str(spec_dir), method='eagle3', num_speculative_tokens=a.num_steps)
+    rows = []
+    for v in variants:
+        print(f"{v}: starting plain and speculative vLLM", flush=True)
+        rows.append(run_variant(v, cfgs[v], target, tdir, spec_cfg, prompts, a.max_new_tokens, a.rounds, run_dir, f'{len(rows)}-{v}'))
+        r, c = rows[-1], rows[-1]['cost'] or {}
+        print(f"{v}: plain {r['plain_tokens_per_s']:.1f}, spec {r['spec_tokens_per_s']:.1f} tokens/s = {r['speedup']:.3f}x at tau {r['tau']:.3f}; "
+              + (f"plain step {c['plain_step_ms']:.1f} ms, speculative iteration {c['spec_iteration_ms']:.1f} ms = "
+                 f"{c['spec_iteration_in_plain_steps']:.2f} plain steps, outside {c['outside_ms']['plain']:.1f} vs {c['outside_ms']['spec']:.1f} ms, "
+                 f"break-even tau {c['break_even_tau']:.2f}" if c else 'no iteration lines read'), flush=True)
+    doc = dict(machine=machine_info(), target=a.target, drafter=a.drafter, prompts=a.prompts, limit=a.limit, max_new_tokens=a.max_new_tokens,
+               num_steps=a.num_steps, rounds=a.rounds, variants=rows, command=' '.join(sys.argv))
+    if a.json: atomic_write_json(Path(a.json), doc); print(f"wrote {a.json}")
+
+
+if __name__ == '__main__':
+    main()
