@@ -4,7 +4,7 @@
 
 # %% ../nbs/01d_vllm.ipynb #cae6fe26
 from __future__ import annotations
-import fcntl, json, os, re, statistics, threading, time
+import fcntl, json, os, re, statistics, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +19,9 @@ from .target import TargetInfo
 __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'ITERATION_FLAG',
            'connector_pythonpath', 'vllm_server_argv', 'start_vllm_server', 'ServerDown', 'served_model',
            'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm', 'VllmSource', 'source_from_args',
-           'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'log_size', 'iteration_times',
-           'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
+           'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'start_logged_server', 'log_size',
+           'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines',
+           'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -415,6 +416,14 @@ ITERATION_FLAG = '--enable-logging-iteration-details'   # vLLM logs every engine
 _ITERATION_RE = re.compile(r'Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation requests, '
                            r'(\d+) generation tokens, iteration elapsed time: ([\d.]+) ms')
 
+def start_logged_server(model, run_dir, **kw) -> 'EngineServer':
+    "`start_vllm_server` with ITERATION_FLAG; a vLLM too old for the flag is started without it (said on stderr; no iteration lines, so no cost)."
+    try: return start_vllm_server(model, run_dir, extra=[*kw.pop('extra', ()), ITERATION_FLAG], **kw)
+    except EagleNbError as e:
+        if not ('unrecognized arguments' in str(e) and ITERATION_FLAG in str(e)): raise
+        print(f"this vLLM refuses {ITERATION_FLAG}: the report will not say where an iteration's time goes", file=sys.stderr)
+        return start_vllm_server(model, run_dir, **kw)
+
 def log_size(path: Path|str|None) -> int:
     "The byte length of a server log now (0 if there is none): `iteration_times` reads between two of these."
     return Path(path).stat().st_size if path and Path(path).exists() else 0
@@ -520,8 +529,8 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
         if urls: servers_urls, logs = dict(urls), dict(logs or {})
         else:   # both start at once (startup dominates on CPU); same flags but the drafter
             with ThreadPoolExecutor(2) as ex:
-                fut = {k: ex.submit(start_vllm_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
-                                    speculative=spec_cfg if k == 'spec' else None, extra=[ITERATION_FLAG]) for k in ('plain', 'spec')}
+                fut = {k: ex.submit(start_logged_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
+                                    speculative=spec_cfg if k == 'spec' else None) for k in ('plain', 'spec')}
                 errors = []
                 for k, f in fut.items():
                     try: servers[k] = f.result()
