@@ -26,7 +26,7 @@ from eagle_nb.core import machine_info, atomic_write_json
 from eagle_nb.target import load_target
 from eagle_nb.eval import load_eval_prompts
 from eagle_nb.drafter import export_speculators
-from eagle_nb.vllm import (ITERATION_FLAG, start_vllm_server, serving_context, served_model, _generate, _load_drafter_for_export,
+from eagle_nb.vllm import (start_logged_server, serving_context, served_model, _generate, _load_drafter_for_export,
                            _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost)
 
 
@@ -48,9 +48,8 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
     srv = {}
     try:
         for k in ('plain', 'spec'):   # one after the other: two compiling at once on 2 cores only makes both slower
-            srv[k] = start_vllm_server(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=True, max_model_len=ml, eager=cfg['eager'],
-                                       env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, extra=[ITERATION_FLAG],
-                                       startup_timeout=1800)
+            srv[k] = start_logged_server(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=True, max_model_len=ml, eager=cfg['eager'],
+                                         env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, startup_timeout=1800)
         startup = time.time() - t0
         urls = {k: s.url for k, s in srv.items()}
         names = {k: served_model(u)['id'] for k, u in urls.items()}

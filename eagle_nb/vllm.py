@@ -551,10 +551,11 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
             u = servers_urls[k]
             _generate(u, names[k], ids[:1], 4, 1)                                   # warm-up, uncounted
             c0 = spec_counters(vllm_metrics(u))
-            time.sleep(0.5); at = log_size(logs.get(k))                      # the warm-up's iteration lines are written
+            if logs.get(k): time.sleep(0.5); at = log_size(logs[k])         # the warm-up's iteration lines are written
             seq, t_seq = _generate(u, names[k], ids, max_new_tokens, 1)
             c1 = spec_counters(vllm_metrics(u))
-            time.sleep(0.5); its[k] = iteration_times(logs[k], at, log_size(logs[k])) if logs.get(k) else []
+            its[k] = []
+            if logs.get(k): time.sleep(0.5); its[k] = iteration_times(logs[k], at, log_size(logs[k]))
             bat, t_bat = _generate(u, names[k], ids, max_new_tokens, concurrency)
             c2 = spec_counters(vllm_metrics(u))
             out[k] = dict(sequential=seq, batch=bat)
