@@ -14,6 +14,8 @@ Variants (comma-separated):
   preload   eager with the libraries of --preload in LD_PRELOAD (vLLM's CPU docs ask for Intel OpenMP and tcmalloc:
             e.g. libiomp5.so from the `intel-openmp` wheel, libtcmalloc_minimal.so.4 from Debian's libtcmalloc-minimal4)
   threads2  eager with the worker unpinned on 2 threads (VLLM_CPU_OMP_THREADS_BIND=nobind, OMP_NUM_THREADS=2)
+  nolog     eager without vLLM's iteration log (--enable-logging-iteration-details, which the eval turns on): what the log
+            itself costs, set beside `eager` (no cost line: nothing to read)
 
   .venv/bin/python bench/bench_vllm_serving.py --drafter RUN/drafter --dataset RUN/data [--variants eager,compile]
         [--prompts humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl] [--limit 8] [--max-new-tokens 64] [--num-steps 3]
@@ -26,12 +28,13 @@ from eagle_nb.core import machine_info, atomic_write_json
 from eagle_nb.target import load_target
 from eagle_nb.eval import load_eval_prompts
 from eagle_nb.drafter import export_speculators
-from eagle_nb.vllm import (start_logged_server, serving_context, served_model, _generate, _load_drafter_for_export,
+from eagle_nb.vllm import (start_logged_server, start_vllm_server, serving_context, served_model, _generate, _load_drafter_for_export,
                            _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost)
 
 
 def settings(name: str, preload: str) -> dict:
     if name == 'eager': return dict(eager=True, env={})
+    if name == 'nolog': return dict(eager=True, env={}, log=False)
     if name == 'compile': return dict(eager=False, env={})
     if name == 'preload':
         if not preload: sys.exit("the preload variant needs --preload LIB[:LIB] (e.g. libiomp5.so and libtcmalloc_minimal.so.4)")
@@ -39,7 +42,7 @@ def settings(name: str, preload: str) -> dict:
         if missing: sys.exit(f"--preload: no such file {missing}")
         return dict(eager=True, env=dict(LD_PRELOAD=preload))
     if name == 'threads2': return dict(eager=True, env=dict(VLLM_CPU_OMP_THREADS_BIND='nobind', OMP_NUM_THREADS='2'))
-    sys.exit(f"unknown variant {name!r}: use eager, compile, preload or threads2")
+    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2 or nolog")
 
 
 def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label) -> dict:
@@ -48,8 +51,9 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
     srv = {}
     try:
         for k in ('plain', 'spec'):   # one after the other: two compiling at once on 2 cores only makes both slower
-            srv[k] = start_logged_server(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=True, max_model_len=ml, eager=cfg['eager'],
-                                         env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, startup_timeout=1800)
+            start = start_logged_server if cfg.get('log', True) else start_vllm_server
+            srv[k] = start(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=True, max_model_len=ml, eager=cfg['eager'],
+                           env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, startup_timeout=1800)
         startup = time.time() - t0
         urls = {k: s.url for k, s in srv.items()}
         names = {k: served_model(u)['id'] for k, u in urls.items()}
@@ -77,7 +81,7 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
     cost = iteration_cost(its['plain'], its['spec'], 1000 * secs['plain'] / toks['plain'],
                           1000 * secs['spec'] / (n_blocks * len(ids) + acc['drafts']))   # a prefill a prompt a block, one a verify round
     plain, spec = toks['plain'] / secs['plain'], toks['spec'] / secs['spec']
-    return dict(variant=name, eager=cfg['eager'], env=cfg['env'], startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
+    return dict(variant=name, eager=cfg['eager'], env=cfg['env'], iteration_log=cfg.get('log', True), startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
                 speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost,
                 outputs_equal=sum(a == b for a, b in zip(outs['plain'], outs['spec'])), prompts=len(ids))
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def build(a, work: Path) -> tuple[Path, dict]:
     "The continuations (work/served.jsonl) and their store (work/store); both reused when there."
     from eagle_nb.eval import load_eval_prompts
-    from eagle_nb.specdec import generate_plain, TargetDecoder
+    from eagle_nb.specdec import generate_plain, stop_token_ids, TargetDecoder
     from eagle_nb.target import load_target
     data, store = work/'served.jsonl', work/'store'
     meta_path = work/'served.meta.json'
@@ -30,13 +30,15 @@ def build(a, work: Path) -> tuple[Path, dict]:
     if not data.exists():
         work.mkdir(parents=True, exist_ok=True)
         tgt = load_target(a.target)
+        stops = stop_token_ids(tgt)
         prompts = load_eval_prompts(a.prompts, tgt.tokenizer, a.limit, a.dataset)
         dec, rows, t0 = TargetDecoder(tgt), [], time.time()
         for i, p in enumerate(prompts):
             # num_steps further than the decoder's max_new_tokens: its last round may accept drafts past the limit
             out = generate_plain(tgt, p.input_ids, a.max_new_tokens + a.num_steps, decoder=dec)
             rows.append(dict(id=f"p{i:04d}", prompt_id=p.id, input_ids=list(p.input_ids) + out, loss_mask=[0] * len(p.input_ids) + [1] * len(out),
-                             prompt_tokens=len(p.input_ids), set=p.set))
+                             prompt_tokens=len(p.input_ids), set=p.set,
+                             stopped=bool(out) and out[-1] in stops))   # ended at EOS, not at the cut
             print(f"\rgenerated {i + 1}/{len(prompts)}", end='', flush=True)
         print(f" in {time.time() - t0:.0f} s")
         tmp = data.with_suffix('.tmp')
@@ -47,6 +49,11 @@ def build(a, work: Path) -> tuple[Path, dict]:
         subprocess.run([str(Path(sys.executable).parent/'eagle-nb'), 'extract', '--target', a.target, '--data', str(data), '--out', str(store)],
                        check=True)
     rows = {r['id']: r for r in map(json.loads, data.read_text().splitlines())}
+    if any('stopped' not in r for r in rows.values()):   # built before the rows said so
+        stops = stop_token_ids(load_target(a.target))
+        for r in rows.values():
+            out = r['input_ids'][r['prompt_tokens']:]
+            r['stopped'] = bool(out) and out[-1] in stops
     seen = {}
     for r in rows.values():                               # the prompt's place in its set (the eval's --limit takes the first)
         r['rank'] = seen[r['set']] = seen.get(r['set'], -1) + 1
@@ -68,7 +75,7 @@ def replay(store_dir: Path, rows: dict, drafter_dir: str, steps: int, new_tokens
     out = {}
     for sid in store.sample_ids:
         r, st = rows[sid], {}                  # st: how often the store's teacher is the continuation's own token (1 but for ties)
-        acc = replay_sample(d, head, store.get(sid, dtype=dt), r['prompt_tokens'], steps, new_tokens, dev, stats=st)
+        acc = replay_sample(d, head, store.get(sid, dtype=dt), r['prompt_tokens'], steps, new_tokens, dev, stats=st, stopped=r['stopped'])
         out[sid] = dict(set=r['set'], prompt_id=r['prompt_id'], rank=r['rank'], rounds=len(acc), tau=1 + sum(acc) / max(1, len(acc)),
                         accepted_hist=[acc.count(k) for k in range(steps + 1)], teacher_is_data=st['teacher_is_data'])   # rounds accepting 0..steps drafts
     return out

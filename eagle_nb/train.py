@@ -23,11 +23,11 @@ __all__ = ['TTT_ALIGN', 'ttt_masks', 'TargetHead', 'draft_index', 'topk_distribu
            'Batch', 'collate', 'sharpen', 'teach', 'prepare_batch', 'chain_good', 'chain_alive', 'TTTObjective',
            'replay_chain', 'replay_sample', 'heldout_split', 'plan_batches', 'padding_fraction', 'lr_factor',
            'simulated_acceptance', 'plot_metrics', 'LivePlot', 'TrainConfig', 'load_target_heads',
-           'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'rng_state', 'set_rng_state',
-           'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint', 'DistInfo', 'init_distributed',
-           'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state', 'load_optimizer_state', 'evaluate',
-           'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main', 'smoke_conversations',
-           'smoke_target', 'make_smoke_store']
+           'draft_vocab_from_store', 'resolve_draft_vocab', 'vocab_sha256', 'target_tensors', 'init_layer_from_target',
+           'rng_state', 'set_rng_state', 'list_checkpoints', 'store_lineage', 'write_checkpoint', 'read_checkpoint',
+           'DistInfo', 'init_distributed', 'all_sum', 'wrap_objective', 'full_model_state', 'optimizer_state',
+           'load_optimizer_state', 'evaluate', 'TrainResult', 'StepProfile', 'train', 'config_from_args', 'train_main',
+           'smoke_conversations', 'smoke_target', 'make_smoke_store']
 
 # %% ../nbs/03_train.ipynb #c8135954
 def ttt_masks(loss_mask: Tensor,        # (B, T) token j is trained (assistant content + end of turn)
@@ -395,6 +395,8 @@ def replay_chain(ok: Tensor,   # (K, T-1) bool: row (i, t)'s top-1 is token t+i+
                  length: int,  # the sequence's length in tokens (prompt + the target's greedy continuation)
                  new_tokens: int = 0,  # the decoder's max_new_tokens (0: the whole continuation); its last round
                                        # accepts drafts past it, so continue the sequence K tokens further to replay it
+                 stopped: bool = False,  # the sequence ends at a stop token (EOS) where the decoder stopped, not at a cut:
+                                         # its last round may accept that token as a draft, with no bonus token after it
                  ) -> list[int]:
     """Accepted drafts per verify round of a greedy K-step chain decoder over a sequence that is the target's own greedy
     continuation: a round at row t holds tokens up to t+1, accepts the leading hits of column t and its bonus token, and
@@ -403,7 +405,7 @@ def replay_chain(ok: Tensor,   # (K, T-1) bool: row (i, t)'s top-1 is token t+i+
     limit = new_tokens or length - start - 1
     hits = ok.T.int().cumprod(1).sum(1).tolist() if ok.numel() else []   # leading hits of each row's chain
     while made < limit and t + 2 <= length - 1:      # a token is left to make: t+2 is this round's first
-        a = min(hits[t] if t < len(hits) else 0, length - 3 - t)       # never past the sequence's end
+        a = min(hits[t] if t < len(hits) else 0, length - (2 if stopped else 3) - t)   # never past the sequence's end (or its bonus)
         out.append(a); made += a + 1; t += a + 1
     return out
 
@@ -417,6 +419,7 @@ def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), 
                   new_tokens: int = 0,    # the decoder's max_new_tokens (0: the whole continuation; see `replay_chain`)
                   device: torch.device|str|None = None,
                   stats: dict|None = None,  # if given, receives `teacher_is_data`: the share of depth-1 rows whose store teacher is the sequence's token
+                  stopped: bool = False,  # the continuation ends at a stop token the decoder stopped at (see `replay_chain`)
                   ) -> list[int]:
     "Accepted drafts per verify round of a greedy `steps`-step chain over one sample: one TTT forward, its top-1 against the sequence's tokens, and `replay_chain`."
     dev = pick_device(device)
@@ -432,7 +435,7 @@ def replay_sample(drafter: nn.Module,     # an Eagle3Drafter (its d2t/t2d set), 
     with autocast(dev, enabled=head.dtype != torch.float32): _, _, ok = TTTObjective(drafter.eval(), steps)(b, torch.ones(steps, device=dev))
     grid = torch.zeros(steps, L - 1, dtype=torch.bool, device=dev)
     grid[b.row_step, pos] = ok.bool()
-    return replay_chain(grid.cpu(), prompt_len - 1, L, new_tokens)
+    return replay_chain(grid.cpu(), prompt_len - 1, L, new_tokens, stopped)
 
 # %% ../nbs/03_train.ipynb #4debb9da
 def heldout_split(ids: list[str], fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -560,6 +563,7 @@ class TrainConfig:
     chunk_rows: int = 0             # lm_head rows per loss chunk (0: auto, about 512 MB of logits and gradients)
     compile: bool = True            # torch.compile the fused softmax/CE/gradient kernel (about 2x on CPU; the first compile takes a minute)
     init_lm_head: str = 'target'    # 'target': start from the target's lm_head rows of the draft vocab (10_payoff), or 'random' (normal 0.02)
+    init_layer: str = 'random'      # the drafter's layer: 'random' (normal 0.02), or 'target:N' / 'target:last' (attention's hidden half, MLP and norms from the target's layer N, the final norm from the target's)
     device: str = ''                # empty: CUDA when present, else CPU
     profile_steps: int = 0          # torch.profiler over this many steps after the first one; out/profile.txt lists the ops by self time (device and CPU)
 
@@ -600,6 +604,7 @@ class TrainConfig:
             if getattr(self, k) < 0: bad(f"{k}={getattr(self, k)} must be >= 0")
         if self.save_every < 1 or self.keep_checkpoints < 1: bad("save_every and keep_checkpoints must be >= 1")
         if self.init_lm_head not in ('random', 'target'): bad(f"init_lm_head={self.init_lm_head!r}; use 'random' or 'target'")
+        if not re.fullmatch(r'random|target:(last|\d+)', self.init_layer): bad(f"init_layer={self.init_layer!r}; use 'random', 'target:last' or 'target:N' (a target layer id)")
 
 
 # %% ../nbs/03_train.ipynb #fa71b294
@@ -615,18 +620,8 @@ def load_target_heads(name_or_path: str) -> tuple[Any, Tensor, Tensor]:
     if not (Path(path)/'config.json').exists():
         raise EagleNbError(f"target {name!r}: not a registered name ({', '.join(TARGETS)}, tiny-<arch>) nor a directory with config.json; pass --target")
     from transformers import AutoConfig
-    from safetensors import safe_open
     cfg = AutoConfig.from_pretrained(path)
-    idx = Path(path)/'model.safetensors.index.json'
-    if idx.exists(): files = {k: Path(path)/f for k, f in read_json(idx)['weight_map'].items()}
-    else:
-        files = {}
-        for f in sorted(Path(path).glob('*.safetensors')):
-            with safe_open(str(f), 'pt') as st: files.update({k: f for k in st.keys()})
-    def get(suffix):
-        key = next((k for k in files if k == suffix or k.endswith('.' + suffix)), None)
-        if key is None: return None
-        with safe_open(str(files[key]), 'pt') as f: return f.get_tensor(key)
+    get = target_tensors(path)
     embed = get('embed_tokens.weight')
     head = get('lm_head.weight')
     if head is None and getattr(cfg, 'tie_word_embeddings', False): head = embed
@@ -677,6 +672,59 @@ def vocab_sha256(token_ids: Tensor) -> str:
     "sha256 of the ascending target ids of a draft vocab (`data.draft_vocab_sha256`, the one definition)."
     from eagle_nb.data import draft_vocab_sha256
     return draft_vocab_sha256(token_ids)
+
+# %% ../nbs/03_train.ipynb #1efffbc1
+def target_tensors(name_or_path: str) -> Callable[[str], Tensor|None]:
+    "A reader of the target's weights by name (`get('model.norm.weight')`, or any suffix of one); `None` for a missing one. Loads nothing up front."
+    from eagle_nb.target import TARGETS, load_target
+    from safetensors import safe_open
+    name = str(name_or_path)
+    if name.startswith('tiny-'):
+        sd = load_target(name, device='cpu').model.state_dict()
+        return lambda key: next((v.detach() for k, v in sd.items() if k == key or k.endswith('.' + key)), None)
+    path = Path(TARGETS[name]() if name in TARGETS else Path(name).expanduser())
+    idx = path/'model.safetensors.index.json'
+    if idx.exists(): files = {k: path/f for k, f in read_json(idx)['weight_map'].items()}
+    else:
+        files = {}
+        for f in sorted(path.glob('*.safetensors')):
+            with safe_open(str(f), 'pt') as st: files.update({k: f for k in st.keys()})
+    def get(key: str) -> Tensor|None:
+        k = next((k for k in files if k == key or k.endswith('.' + key)), None)
+        if k is None: return None
+        with safe_open(str(files[k]), 'pt') as f: return f.get_tensor(k)
+    return get
+
+def init_layer_from_target(drafter: Eagle3Drafter, name_or_path: str, layer: str|int = 'last') -> int:
+    """Start the drafter's one layer from the target's layer `layer` (canonical HF id, or 'last'): q/k/v's hidden half
+    (the columns that read the fused state; the embedding half stays as it was), o_proj, the MLP, `hidden_norm` and
+    `input_layernorm` from the layer's input norm, `post_attention_layernorm`; and the drafter's final norm from the
+    target's. Returns the layer id. Raises where the target's layer is not Llama-shaped like the drafter's."""
+    get = target_tensors(name_or_path)
+    n = 0
+    while get(f'layers.{n}.input_layernorm.weight') is not None: n += 1
+    if n == 0: raise EagleNbError(f"{name_or_path}: no Llama-style layers (layers.N.input_layernorm.weight) to start the drafter's layer from; use init_layer='random'")
+    i = n - 1 if layer in ('last', None) else int(layer)
+    if not 0 <= i < n: raise EagleNbError(f"init_layer: layer {i} outside 0..{n - 1} of {name_or_path}")
+    lay, H = drafter.midlayer, drafter.config.hidden_size
+    pairs = [(lay.self_attn.o_proj.weight, 'self_attn.o_proj.weight'), (lay.mlp.gate_proj.weight, 'mlp.gate_proj.weight'),
+             (lay.mlp.up_proj.weight, 'mlp.up_proj.weight'), (lay.mlp.down_proj.weight, 'mlp.down_proj.weight'),
+             (lay.hidden_norm.weight, 'input_layernorm.weight'), (lay.input_layernorm.weight, 'input_layernorm.weight'),
+             (lay.post_attention_layernorm.weight, 'post_attention_layernorm.weight')]
+    pairs += [(getattr(lay.self_attn, p).weight[:, H:], f'self_attn.{p}.weight') for p in ('q_proj', 'k_proj', 'v_proj')]
+    with torch.no_grad():
+        for dst, key in pairs:
+            src = get(f'layers.{i}.{key}')
+            if src is None or tuple(src.shape) != tuple(dst.shape):
+                raise EagleNbError(f"init_layer: the target's layers.{i}.{key} is {None if src is None else tuple(src.shape)}, the drafter's "
+                                   f"{tuple(dst.shape)}; this target's layer is not shaped like the drafter's, use init_layer='random'")
+            dst.copy_(src.to(dst.dtype))
+        norm = get('model.norm.weight')
+        if norm is None: norm = get('norm.weight')
+        if norm is None or tuple(norm.shape) != tuple(drafter.norm.weight.shape): raise EagleNbError(f"init_layer: no final norm of shape ({H},) in {name_or_path}")
+        drafter.norm.weight.copy_(norm.to(drafter.norm.weight.dtype))
+    return i
+
 
 # %% ../nbs/03_train.ipynb #531b9d7b
 def rng_state() -> dict:
@@ -839,7 +887,7 @@ class TrainResult:
     tokens: int         # real tokens trained on in this process's run (not counting resumed-over steps)
 
 # fields that change the trajectory: a checkpoint only resumes a run with the same values
-_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'ttt_steps', 'loss_decay', 'ttt_align', 'teacher_temp', 'steps', 'epochs', 'lr', 'warmup',
+_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'init_layer', 'ttt_steps', 'loss_decay', 'ttt_align', 'teacher_temp', 'steps', 'epochs', 'lr', 'warmup',
                   'min_lr_ratio', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'batch_tokens', 'batch_samples', 'micro_batches',
                   'max_len', 'eval_fraction', 'seed', 'amp')
 
@@ -925,13 +973,14 @@ def train(config: TrainConfig,
         drafter = Eagle3Drafter(dcfg, embed).set_vocab(d2t, t2d)
         if c.init_lm_head == 'target':
             with torch.no_grad(): drafter.lm_head.weight.copy_(head_w[token_ids].float())
+        if c.init_layer != 'random': init_layer_from_target(drafter, c.target or m['target']['name'], c.init_layer.split(':')[1])
         del head_w
         start, ckpts = 0, list_checkpoints(out) if c.resume else []
         state = None
         if ckpts:
             weights, state = read_checkpoint(ckpts[-1])
             was = state.get('config', {})
-            was = {'batch_samples': 0, 'ttt_align': 'off', 'teacher_temp': 1.0, **was}   # checkpoints from before these fields trained as their defaults do
+            was = {'batch_samples': 0, 'ttt_align': 'off', 'teacher_temp': 1.0, 'init_layer': 'random', **was}   # checkpoints from before these fields trained as their defaults do
             diff = [f"{k} ({was.get(k)!r} -> {getattr(c, k)!r})" for k in _RESUME_FIELDS if was.get(k) != getattr(c, k)]
             if state.get('store_fingerprint') != _store_fingerprint(m): diff.insert(0, 'the store' if not m.get('online') and not was.get('online') else 'the data (online dataset, target dtype, aux layers/dtype) or store')
             if diff:

@@ -24,12 +24,14 @@ def test_replay_served_builds_replays_and_reuses(tmp_path):
     res = json.loads((tmp_path/'r.json').read_text())
     a = res['drafters']['a']
     assert len(a['prompts']) == 3 and a['rounds'] == sum(p['rounds'] for p in a['prompts'].values()) > 0
-    gen = {r['id']: sum(r['loss_mask']) for r in map(json.loads, (tmp_path/'w'/'served.jsonl').read_text().splitlines())}
+    served = [json.loads(l) for l in (tmp_path/'w'/'served.jsonl').read_text().splitlines()]
+    gen, stopped = {r['id']: sum(r['loss_mask']) for r in served}, {r['id']: r['stopped'] for r in served}
     assert all(n <= 24 + 3 for n in gen.values())                          # generated 3 past the limit (fewer at a stop token)
     for sid, p in a['prompts'].items():
         assert sum(p['accepted_hist']) == p['rounds'] and len(p['accepted_hist']) == 4
         made = 1 + sum((k + 1) * n for k, n in enumerate(p['accepted_hist']))   # the prefill's token, then each round's
-        assert min(24, gen[sid]) <= made <= min(24 + 3, gen[sid]), (sid, made, gen[sid])   # rounds run until 24 are made
+        # rounds run until 24 are made; a last round that accepts the EOS it stopped at as a draft has no bonus token
+        assert min(24, gen[sid]) <= made <= min(24 + 3, gen[sid] + stopped[sid]), (sid, made, gen[sid])
     assert 1 <= a['tau'] <= 4 and 0 < a['teacher_is_data'] <= 1
     again = run(args)                                                       # the continuations and store are reused
     assert again.returncode == 0 and 'generated' not in again.stdout
