@@ -66,9 +66,13 @@ def main():
         else: print(f"{name}: reusing {out} (trained with these settings)", flush=True)
         ev = json.loads((out/'eval.json').read_text())
         recs = [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines() if l.strip()]
-        tps = [r['tokens_per_s'] for r in recs if r.get('kind') == 'train' and r.get('tokens_per_s')]
+        trs = [r for r in recs if r.get('kind') == 'train']
+        tps = [r['tokens_per_s'] for r in trs if r.get('tokens_per_s')]
+        fifths = [trs[i * len(trs) // 5:(i + 1) * len(trs) // 5] for i in range(5)]   # the training rows' top-1 at position 1, a fifth of the steps at a time
         res['variants'][name] = dict(flags=' '.join(flags), acc=ev['acc'], acc_chain=ev.get('acc_chain'), tau_sim=ev.get('tau_sim'),
-                                     median_tokens_per_s=statistics.median(tps) if tps else None, out=str(out))
+                                     median_tokens_per_s=statistics.median(tps) if tps else None, steps=len(trs),
+                                     step_seconds=sum(r.get('seconds', 0) for r in trs),   # the steps' own time (no compile, no evaluation)
+                                     train_acc1_by_fifth=[statistics.mean(r['acc'][0] for r in f) if f else None for f in fifths], out=str(out))
     from safetensors import safe_open
     from eagle_nb.core import machine_info
     from eagle_nb.data import TokenizedDataset

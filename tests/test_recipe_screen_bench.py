@@ -20,6 +20,7 @@ def test_recipe_screen_trains_replays_and_reuses(tmp_path):
         cfg = json.loads((tmp_path/'w'/n/'train_config.json').read_text())
         assert cfg['total_steps'] == 4 and cfg['ttt_steps'] == 3 and cfg['lr'] == 0.001 and cfg['init_lm_head'] == 'target'
         assert cfg['init_layer'] == {'base': 'random', 'last': 'target:last'}[n]
+        assert v['steps'] == 4 and len(v['train_acc1_by_fifth']) == 5
         assert len(v['acc']) == 3 and v['median_tokens_per_s'] > 0 and 0 < v['served_coverage'] <= 1 and v['train_coverage'] is None
         assert 1 <= res['replay']['drafters'][f's-{n}']['tau'] <= 4
     assert r.stdout.count('reusing') == 0 and 'base: trained' in r.stdout
