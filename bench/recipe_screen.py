@@ -2,8 +2,9 @@
 """Screen training changes on one run's store at a fixed number of steps, graded on held-out windows and replayed on the
 eval's own prompts, side by side in one run.
 
-Each variant is `eagle-nb train` on RUN/store with the standard profile's recipe (TTT 3, lr 1e-3, the target's lm_head,
-one 512-token window a step, cosine over --steps) plus the variant's own flags (later flags win), into WORK/NAME. A
+Each variant is `eagle-nb train` on RUN/store with the standard profile's train-stage recipe (configs/standard.yaml, or
+--profile: TTT 3, lr 1e-3, the target's lm_head, one 512-token window a step today) for --steps steps of its cosine, plus
+the variant's own flags (later flags win), into WORK/NAME. A
 variant already trained with the same settings is reused: every field of its train_config.json but `out` and `resume`
 equals the command's TrainConfig. Then per variant: held-out top-1 per TTT position and along the chain (the trainer's eval.json),
 the median training tokens/s, the share of the served tokens its draft vocabulary holds, and bench/replay_served.py's
@@ -26,9 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def recipe(run: Path, out: Path, steps: int, flags: list[str]) -> list[str]:
-    base = ['--store', str(run/'store'), '--out', str(out), '--ttt-steps', '3', '--steps', str(steps), '--lr', '0.001', '--init-lm-head', 'target',
-            '--warmup', '0.015', '--batch-tokens', '512', '--max-len', '512', '--eval-fraction', '0.03', '--save-every', str(steps)]
+RECIPE_KEYS = ('ttt_steps', 'lr', 'init_lm_head', 'warmup', 'batch_tokens', 'max_len', 'eval_fraction')   # the profile's train stage
+
+
+def recipe(run: Path, out: Path, steps: int, flags: list[str], profile: str = 'standard') -> list[str]:
+    "`eagle-nb train` on RUN/store with the profile's train-stage recipe for `steps` steps, then the variant's flags."
+    from eagle_nb.pipeline import load_profile
+    train = next(s for s in load_profile(profile, ROOT)['stages'] if s['notebook'] == '03_train.ipynb')['parameters']
+    base = ['--store', str(run/'store'), '--out', str(out), '--steps', str(steps), '--save-every', str(steps)]
+    for k in RECIPE_KEYS: base += [f"--{k.replace('_', '-')}", str(train[k])]
     if '--data' not in flags and (run/'data').exists(): base += ['--data', str(run/'data')]
     return [str(BIN/'eagle-nb'), 'train', *base, *flags]
 
@@ -43,6 +50,7 @@ def main():
     ap.add_argument('--prompts', default='humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl', help='the replay\'s prompt sets (the eval\'s)')
     ap.add_argument('--limit', type=int, default=16, help='prompts a set')
     ap.add_argument('--max-new-tokens', type=int, default=96)
+    ap.add_argument('--profile', default='standard', help="whose train stage gives the recipe (configs/NAME.yaml: " + ', '.join(RECIPE_KEYS) + ')')
     ap.add_argument('--json', default='')
     a = ap.parse_args()
     run, work = Path(a.run), Path(a.work)
@@ -53,7 +61,7 @@ def main():
     res = dict(command='python bench/recipe_screen.py ' + ' '.join(shlex.quote(x) for x in sys.argv[1:]), run=str(run), steps=a.steps, variants={})
     for name, flags in variants.items():
         out = work/name
-        cmd = recipe(run, out, a.steps, flags)
+        cmd = recipe(run, out, a.steps, flags, a.profile)
         want = {k: v for k, v in asdict(config_from_args(cmd[2:])).items() if k not in ('out', 'resume')}   # trained with --no-resume
         had = json.loads((out/'train_config.json').read_text()) if (out/'train_config.json').exists() else {}
         if not ((out/'eval.json').exists() and all(had.get(k) == v for k, v in want.items())):
