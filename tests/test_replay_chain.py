@@ -29,6 +29,7 @@ def test_replay_is_the_decoders_rounds(tmp_path, steps):
                       batch_tokens=256, max_len=256, compile=False, eval_fraction=0.1, amp=False))
     dr = load_drafter(tmp_path/'d', target=tgt, device='cpu', dtype=torch.float32)
     convs = smoke_conversations(8, seed=11)
+    stops = stop_token_ids(tgt)
     # The replay is only tested where drafts are both accepted and rejected. On some CPUs the smoke target answers every
     # first user turn with one repeated token, which the drafter predicts every time (all accepted, nothing tested); the
     # conversations cut halfway through then continue with varied tokens. Continuations that stop at EOS before 40 + steps
@@ -43,7 +44,7 @@ def test_replay_is_the_decoders_rounds(tmp_path, steps):
             r = speculative_generate(tgt, Bf16Aux(dr), ids, SpecConfig(num_steps=steps, max_new_tokens=40))
             assert r.tokens == out[:40]                                # greedy speculative decoding is plain greedy's
             rows.append(dict(id=f'p{i}', input_ids=ids + out, loss_mask=[0] * len(ids) + [1] * len(out)))
-            decoded[f'p{i}'] = (len(ids), r.accepted, out[-1] in stop_token_ids(tgt))   # ended at EOS (above)
+            decoded[f'p{i}'] = (len(ids), r.accepted, out[-1] in stops)   # ended at EOS (above)
         accepted = [a for _, acc, _ in decoded.values() for a in acc]
         if sum(accepted) > 0 and any(a < steps for a in accepted): break
     store = extract(rows, tgt, tmp_path/'s', ExtractConfig(probe_batches=0, progress=False, aux_dtype='bf16'), verbose=False)
