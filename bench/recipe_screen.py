@@ -30,11 +30,12 @@ BIN = Path(sys.executable).parent
 RECIPE_KEYS = ('ttt_steps', 'lr', 'init_lm_head', 'warmup', 'batch_tokens', 'max_len', 'eval_fraction')   # the profile's train stage
 
 
-def recipe(run: Path, out: Path, steps: int, flags: list[str], profile: str = 'standard') -> list[str]:
-    "`eagle-nb train` on RUN/store with the profile's train-stage recipe for `steps` steps, then the variant's flags."
+def recipe(run: Path, out: Path, steps: int, flags: list[str], profile: str = 'standard', epochs: int = 0) -> list[str]:
+    "`eagle-nb train` on RUN/store with the profile's train-stage recipe for `steps` steps (or `epochs` passes), then the variant's flags."
     from eagle_nb.pipeline import load_profile
     train = next(s for s in load_profile(profile, ROOT)['stages'] if s['notebook'] == '03_train.ipynb')['parameters']
-    base = ['--store', str(run/'store'), '--out', str(out), '--steps', str(steps), '--save-every', str(steps)]
+    length = ['--steps', '0', '--epochs', str(epochs), '--save-every', '500'] if epochs else ['--steps', str(steps), '--save-every', str(steps)]
+    base = ['--store', str(run/'store'), '--out', str(out), *length]
     for k in RECIPE_KEYS: base += [f"--{k.replace('_', '-')}", str(train[k])]
     if '--data' not in flags and (run/'data').exists(): base += ['--data', str(run/'data')]
     return [str(BIN/'eagle-nb'), 'train', *base, *flags]
@@ -45,6 +46,7 @@ def main():
     ap.add_argument('--run', required=True, help='a standard-profile run directory (its store, data, drafter, eval)')
     ap.add_argument('--work', required=True, help='each variant trains into WORK/NAME')
     ap.add_argument('--steps', type=int, default=1000)
+    ap.add_argument('--epochs', type=int, default=0, help='train this many passes over the store instead of --steps (the schedule of a full run)')
     ap.add_argument('--variant', action='append', required=True, help="NAME=FLAGS (eagle-nb train flags; empty: the recipe as it is), repeated")
     ap.add_argument('--replay-work', default=str(ROOT/'_runs'/'replay'), help="bench/replay_served.py's --work (its continuations and store, reused)")
     ap.add_argument('--prompts', default='humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl', help='the replay\'s prompt sets (the eval\'s)')
@@ -58,10 +60,12 @@ def main():
     for spec in a.variant:
         name, _, flags = spec.partition('=')
         variants[name] = shlex.split(flags)
-    res = dict(command='python bench/recipe_screen.py ' + ' '.join(shlex.quote(x) for x in sys.argv[1:]), run=str(run), steps=a.steps, variants={})
+    res = dict(command='python bench/recipe_screen.py ' + ' '.join(shlex.quote(x) for x in sys.argv[1:]), run=str(run),
+               steps=None if a.epochs else a.steps, epochs=a.epochs or None, variants={})
+    acc1 = {}   # each variant's training top-1 at position 1, step by step
     for name, flags in variants.items():
         out = work/name
-        cmd = recipe(run, out, a.steps, flags, a.profile)
+        cmd = recipe(run, out, a.steps, flags, a.profile, a.epochs)
         want = {k: v for k, v in asdict(config_from_args(cmd[2:])).items() if k not in ('out', 'resume')}   # trained with --no-resume
         had = json.loads((out/'train_config.json').read_text()) if (out/'train_config.json').exists() else {}
         if not ((out/'eval.json').exists() and all(had.get(k) == v for k, v in want.items())):
@@ -80,7 +84,20 @@ def main():
         res['variants'][name] = dict(flags=' '.join(flags), acc=ev['acc'], acc_chain=ev.get('acc_chain'), tau_sim=ev.get('tau_sim'),
                                      median_tokens_per_s=statistics.median(tps) if tps else None, steps=len(trs),
                                      step_seconds=sum(r.get('seconds', 0) for r in trs),   # the steps' own time (no compile, no evaluation)
-                                     train_acc1_by_fifth=[statistics.mean(r['acc'][0] for r in f) if f else None for f in fifths], out=str(out))
+                                     train_acc1_by_fifth=[statistics.mean(r['acc'][0] for r in f) if f else None for f in fifths],
+                                     train_acc1_by_fortieth=[round(statistics.mean(r['acc'][0] for r in f), 4) if f else None
+                                                             for f in (trs[i * len(trs) // 40:(i + 1) * len(trs) // 40] for i in range(40))], out=str(out))
+        acc1[name] = [r['acc'][0] for r in trs]
+    # Paired on the training rows: the variants see the same windows in the same order (the data order is seeded apart from
+    # the drafter's init), so step-by-step differences against the first variant over the last fifth of the steps are a
+    # lower-noise reading than the held-out windows (its standard error treats the steps as independent).
+    first = next(iter(variants))
+    for name in list(variants)[1:]:
+        n = min(len(acc1[name]), len(acc1[first]))
+        if n < 10 or len(acc1[name]) != len(acc1[first]): continue
+        d = [a - b for a, b in zip(acc1[name][n - n // 5:n], acc1[first][n - n // 5:n])]
+        res['variants'][name]['paired_last_fifth'] = dict(against=first, steps=len(d), mean_acc1_diff=statistics.mean(d),
+                                                          se=statistics.stdev(d) / len(d) ** 0.5, share_ahead=sum(x > 0 for x in d) / len(d))
     from safetensors import safe_open
     from eagle_nb.core import machine_info
     from eagle_nb.data import TokenizedDataset
@@ -110,6 +127,10 @@ def main():
               f" (alpha {' / '.join(f'{x:.3f}' for x in r['alpha'])}), {v['median_tokens_per_s'] or 0:.0f} tokens/s; draft vocab {v['draft_vocab_size']:,}"
               + (f" covers {v['train_coverage']:.3f} of the training tokens," if v['train_coverage'] is not None else ' covers')
               + f" {v['served_coverage'] or 0:.3f} of the served ones", flush=True)
+        if v.get('paired_last_fifth'):
+            pr = v['paired_last_fifth']
+            print(f"{'':>10}  training top-1 @1 over the last {pr['steps']} steps, paired against {pr['against']}: "
+                  f"{pr['mean_acc1_diff']:+.4f} ± {pr['se']:.4f} (ahead on {pr['share_ahead']:.0%} of the steps)", flush=True)
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(res, indent=1))
