@@ -150,8 +150,11 @@ def machine_info() -> dict:
         model = next((l.split(':', 1)[1].strip() for l in info.splitlines() if l.startswith('model name')), model)
         have = set(next((l.split(':', 1)[1].split() for l in info.splitlines() if l.startswith('flags')), []))
         flags = [f for f in ('amx_bf16', 'avx512_bf16', 'avx512f', 'avx2') if f in have]
-    except OSError: pass
-    return dict(device=model, flags=flags, dtype=str(fast_dtype('cpu')).removeprefix('torch.'))
+        # the family and model numbers tell apart CPUs of one brand name ("AMD EPYC" is Zen 4 at family 25, Zen 5 at 26)
+        fam = {k: int(l.split(':', 1)[1]) for l in info.splitlines() for k in ('cpu family', 'model') if l.split(':', 1)[0].strip() == k}
+    except (OSError, ValueError): fam = {}
+    return dict(device=model, flags=flags, dtype=str(fast_dtype('cpu')).removeprefix('torch.'),
+                **({'cpu_family': fam['cpu family'], 'cpu_model': fam['model']} if len(fam) == 2 else {}))
 
 def autocast(device: torch.device|str|None = None, enabled: bool = True):
     "bf16 autocast on CUDA and on bf16-capable CPUs; a no-op context elsewhere."
