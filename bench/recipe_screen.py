@@ -62,7 +62,7 @@ def main():
         variants[name] = shlex.split(flags)
     res = dict(command='python bench/recipe_screen.py ' + ' '.join(shlex.quote(x) for x in sys.argv[1:]), run=str(run),
                steps=None if a.epochs else a.steps, epochs=a.epochs or None, variants={})
-    acc1 = {}   # each variant's training top-1 at position 1, step by step
+    acc1, step_tokens = {}, {}   # each variant's training top-1 at position 1 and tokens, step by step
     for name, flags in variants.items():
         out = work/name
         cmd = recipe(run, out, a.steps, flags, a.profile, a.epochs)
@@ -88,14 +88,17 @@ def main():
                                      train_acc1_by_fortieth=[round(statistics.mean(r['acc'][0] for r in f), 4) if f else None
                                                              for f in (trs[i * len(trs) // 40:(i + 1) * len(trs) // 40] for i in range(40))], out=str(out))
         acc1[name] = [r['acc'][0] for r in trs]
-    # Paired on the training rows: the variants see the same windows in the same order (the data order is seeded apart from
-    # the drafter's init), so step-by-step differences against the first variant over the last fifth of the steps are a
-    # lower-noise reading than the held-out windows (its standard error treats the steps as independent).
+        step_tokens[name] = [r['tokens'] for r in trs]
+    # Paired on the training rows: where two variants see the same windows in the same order (the data order is seeded apart
+    # from the drafter's init; the same tokens at every step is the check), step-by-step differences against the first variant
+    # over the last fifth of the steps are a lower-noise reading than the held-out windows (its standard error treats the
+    # steps as independent). Variants that change the order (--seed, --batch-tokens, another length) are not paired.
     first = next(iter(variants))
     for name in list(variants)[1:]:
-        n = min(len(acc1[name]), len(acc1[first]))
-        if n < 10 or len(acc1[name]) != len(acc1[first]): continue
-        d = [a - b for a, b in zip(acc1[name][n - n // 5:n], acc1[first][n - n // 5:n])]
+        n = len(acc1[first])
+        if n < 10 or step_tokens[name] != step_tokens[first]:
+            print(f"{name}: not paired with {first} (other windows or another order)", flush=True); continue
+        d = [a - b for a, b in zip(acc1[name][n - n // 5:], acc1[first][n - n // 5:])]
         res['variants'][name]['paired_last_fifth'] = dict(against=first, steps=len(d), mean_acc1_diff=statistics.mean(d),
                                                           se=statistics.stdev(d) / len(d) ** 0.5, share_ahead=sum(x > 0 for x in d) / len(d))
     from safetensors import safe_open

@@ -40,7 +40,8 @@ def test_recipe_screen_epochs_and_paired_reading(tmp_path):
     flags = '--no-compile --batch-tokens 256 --max-len 256 --eval-fraction 0.2'
     r = subprocess.run([sys.executable, str(ROOT/'bench'/'recipe_screen.py'), '--run', str(run), '--work', str(tmp_path/'w'), '--epochs', '1',
                         '--replay-work', str(tmp_path/'replay'), '--prompts', str(tmp_path/'p.jsonl'), '--limit', '1', '--max-new-tokens', '8',
-                        '--variant', f'base={flags}', '--variant', f'last={flags} --init-layer target:last', '--json', str(tmp_path/'s.json')],
+                        '--variant', f'base={flags}', '--variant', f'last={flags} --init-layer target:last',
+                        '--variant', f'seed1={flags} --seed 1', '--json', str(tmp_path/'s.json')],
                        env=ENV, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads((tmp_path/'s.json').read_text())
@@ -54,3 +55,4 @@ def test_recipe_screen_epochs_and_paired_reading(tmp_path):
     assert pr['against'] == 'base' and pr['steps'] == n // 5 and pr['se'] >= 0 and 0 <= pr['share_ahead'] <= 1
     assert -1 <= pr['mean_acc1_diff'] <= 1 and pr['mean_acc1_diff'] != 0            # a different start: not the same run twice
     assert len(res['variants']['last']['train_acc1_by_fortieth']) == 40 and 'paired against base' in r.stdout
+    assert 'paired_last_fifth' not in res['variants']['seed1'] and 'seed1: not paired with base' in r.stdout   # another order: not paired
