@@ -41,6 +41,11 @@ def recipe(run: Path, out: Path, steps: int, flags: list[str], profile: str = 's
     return [str(BIN/'eagle-nb'), 'train', *base, *flags]
 
 
+def block_means(xs: list[float], k: int) -> list[float|None]:
+    "The means of `xs` in `k` consecutive blocks of (nearly) equal length; None for an empty block."
+    return [statistics.mean(b) if b else None for b in (xs[i * len(xs) // k:(i + 1) * len(xs) // k] for i in range(k))]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--run', required=True, help='a standard-profile run directory (its store, data, drafter, eval)')
@@ -80,14 +85,12 @@ def main():
         recs = [json.loads(l) for l in (out/'metrics.jsonl').read_text().splitlines() if l.strip()]
         trs = [r for r in recs if r.get('kind') == 'train']
         tps = [r['tokens_per_s'] for r in trs if r.get('tokens_per_s')]
-        fifths = [trs[i * len(trs) // 5:(i + 1) * len(trs) // 5] for i in range(5)]   # the training rows' top-1 at position 1, a fifth of the steps at a time
+        acc1[name] = [r['acc'][0] for r in trs]
         res['variants'][name] = dict(flags=' '.join(flags), acc=ev['acc'], acc_chain=ev.get('acc_chain'), tau_sim=ev.get('tau_sim'),
                                      median_tokens_per_s=statistics.median(tps) if tps else None, steps=len(trs),
                                      step_seconds=sum(r.get('seconds', 0) for r in trs),   # the steps' own time (no compile, no evaluation)
-                                     train_acc1_by_fifth=[statistics.mean(r['acc'][0] for r in f) if f else None for f in fifths],
-                                     train_acc1_by_fortieth=[round(statistics.mean(r['acc'][0] for r in f), 4) if f else None
-                                                             for f in (trs[i * len(trs) // 40:(i + 1) * len(trs) // 40] for i in range(40))], out=str(out))
-        acc1[name] = [r['acc'][0] for r in trs]
+                                     train_acc1_by_fifth=block_means(acc1[name], 5),
+                                     train_acc1_by_fortieth=[None if m is None else round(m, 4) for m in block_means(acc1[name], 40)], out=str(out))
         step_tokens[name] = [r['tokens'] for r in trs]
     # Paired on the training rows: where two variants see the same windows in the same order (the data order is seeded apart
     # from the drafter's init; the same tokens at every step is the check), step-by-step differences against the first variant
