@@ -15,13 +15,56 @@ __all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage'
            'run_pipeline', 'probe_rates', 'estimate_profile', 'demo_main']
 
 # %% ../nbs/06_pipeline.ipynb #bcb9a742
-def load_profile(name_or_path: str, root: Path|None = None) -> dict:
-    "Read a pipeline profile (`quick`, `full`, or a YAML path) and check its shape."
-    root = root or project_dir()
+def _profile_path(name_or_path: str, root: Path|None, near: Path|None = None) -> Path:
+    "A profile's file: a name is `configs/<name>.yaml`; a path is taken as it is, or beside the profile that names it (`near`)."
     p = Path(name_or_path)
-    if not p.suffix: p = (root or Path('.'))/'configs'/f'{name_or_path}.yaml'
-    if not p.exists(): raise EagleNbError(f"profile {name_or_path!r}: {p} not found; choose quick, full or a YAML file")
+    if not p.suffix: return (root or Path('.'))/'configs'/f'{name_or_path}.yaml'
+    return near.parent/p if near is not None and not p.is_absolute() else p
+
+def _merge_profile(base: dict, child: dict, where: Path) -> dict:
+    """`child` over the profile it `extends`: its top-level values win (a mapping such as `fit_limit` key by key), a
+    stage it names is the base's stage with the child's keys over it and its `parameters` merged the same way, a
+    stage of a new name (with its `notebook`) is added at the end; every other stage is the base's, in the base's order."""
+    out = {k: v for k, v in base.items() if k != 'profile'}   # the child is its own profile, not the base's
+    for k, v in child.items():
+        if k == 'stages': continue
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    stages = [dict(s, parameters=dict(s.get('parameters') or {})) for s in base.get('stages') or []]
+    by_name = {s.get('name'): s for s in stages}
+    cs = child.get('stages', [])
+    if not isinstance(cs, list): raise EagleNbError(f"{where}: `stages:` must be a list of stages")
+    for i, s in enumerate(cs):
+        if not isinstance(s, dict) or 'name' not in s: raise EagleNbError(f"{where}: stage {i} needs a `name`")
+        if s['name'] in by_name:
+            b = by_name[s['name']]
+            b.update({k: v for k, v in s.items() if k != 'parameters'})
+            b['parameters'].update(s.get('parameters') or {})
+        elif 'notebook' in s: stages.append(s); by_name[s['name']] = s
+        else: raise EagleNbError(f"{where}: stage {s['name']!r} is not a stage of the profile it extends "
+                                 f"({', '.join(map(str, by_name))}); add its `notebook` to make it a new stage")
+    out['stages'] = stages
+    return out
+
+def _read_profile(p: Path, root: Path|None, chain: tuple = ()) -> dict:
+    "A profile file's YAML with its `extends:` resolved (a profile name or a path beside it), and each stage's parameters_file put beside the profile that names it."
+    if p.resolve() in chain: raise EagleNbError(f"profile {p}: `extends` comes back to itself ({' -> '.join(str(c) for c in chain + (p.resolve(),))})")
     cfg = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(cfg, dict): raise EagleNbError(f"{p}: a profile is a YAML mapping (profile:, stages:, ...)")
+    for s in cfg.get('stages') or []:   # a papermill -f file is relative to the profile that names it
+        if isinstance(s, dict) and s.get('parameters_file'): s['parameters_file'] = str(p.parent/s['parameters_file'])
+    parent = cfg.pop('extends', None)
+    if parent is None: return cfg
+    pp = _profile_path(str(parent), root, near=p)
+    if not pp.exists(): raise EagleNbError(f"{p}: extends {parent!r}, and {pp} is not found")
+    return _merge_profile(_read_profile(pp, root, chain + (p.resolve(),)), cfg, p)
+
+def load_profile(name_or_path: str, root: Path|None = None) -> dict:
+    """Read a pipeline profile (`quick`, `full`, or a YAML path) and check its shape. A profile may start from another
+    (`extends: standard`, or a path beside it) and say only what it changes (`_merge_profile`)."""
+    root = root or project_dir()
+    p = _profile_path(name_or_path, root)
+    if not p.exists(): raise EagleNbError(f"profile {name_or_path!r}: {p} not found; choose quick, full or a YAML file")
+    cfg = _read_profile(p, root)
     stages = cfg.get('stages')
     if not isinstance(stages, list) or not stages: raise EagleNbError(f"{p}: needs a non-empty `stages:` list")
     for i, s in enumerate(stages):
@@ -29,7 +72,7 @@ def load_profile(name_or_path: str, root: Path|None = None) -> dict:
             raise EagleNbError(f"{p}: stage {i} needs `name` and `notebook`")
         s.setdefault('parameters', {})
         if s.get('parameters_file'):   # a papermill -f file (flat name: value); the inline parameters override it
-            f = p.parent/s['parameters_file']
+            f = Path(s['parameters_file'])   # beside its profile: _read_profile put the profile's folder in front
             if not f.exists(): raise EagleNbError(f"{p}: stage {s['name']}: parameters_file {f} not found")
             fp = yaml.safe_load(f.read_text()) or {}
             if not isinstance(fp, dict): raise EagleNbError(f"{f}: want `name: value` lines (a papermill -f file)")
