@@ -16,11 +16,6 @@ Variants (comma-separated):
   threads2  eager with the worker unpinned on 2 threads (VLLM_CPU_OMP_THREADS_BIND=nobind, OMP_NUM_THREADS=2)
   nolog     eager without vLLM's iteration log (--enable-logging-iteration-details, which the eval turns on): what the log
             itself costs, set beside `eager` (no cost line: nothing to read)
-  tauX      eager, with vLLM's synthetic rejection sampling at a mean acceptance length of X (e.g. tau2.0;
-            `rejection_sample_method: synthetic`, `synthetic_acceptance_length`): the drafter still drafts every token and
-            the target still verifies them, but vLLM accepts them by a seeded coin at the rates that give τ = X, not by
-            comparing them with the target's. A cost probe: what speed-up vLLM's iteration gives on this machine at a τ the
-            drafter does not reach. Its output is not the target's greedy, so it is never a lossless result.
 
   .venv/bin/python bench/bench_vllm_serving.py --drafter RUN/drafter --dataset RUN/data [--variants eager,compile]
         [--prompts humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl] [--limit 8] [--max-new-tokens 64] [--num-steps 3]
@@ -37,13 +32,8 @@ from eagle_nb.vllm import (start_logged_server, start_vllm_server, serving_conte
                            _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost)
 
 
-def settings(name: str, preload: str, num_steps: int = 3) -> dict:
+def settings(name: str, preload: str) -> dict:
     if name == 'eager': return dict(eager=True, env={})
-    if name.startswith('tau'):
-        try: tau = float(name[3:])
-        except ValueError: sys.exit(f"variant {name!r}: tau wants a number, e.g. tau2.0")
-        if not 1 <= tau <= num_steps + 1: sys.exit(f"variant {name!r}: a mean acceptance length lies in [1, {num_steps + 1}] at {num_steps} drafts a round")
-        return dict(eager=True, env={}, synthetic_tau=tau, spec=dict(rejection_sample_method='synthetic', synthetic_acceptance_length=tau))
     if name == 'nolog': return dict(eager=True, env={}, log=False)
     if name == 'compile': return dict(eager=False, env={})
     if name == 'preload':
@@ -52,7 +42,7 @@ def settings(name: str, preload: str, num_steps: int = 3) -> dict:
         if missing: sys.exit(f"--preload: no such file {missing}")
         return dict(eager=True, env=dict(LD_PRELOAD=preload))
     if name == 'threads2': return dict(eager=True, env=dict(VLLM_CPU_OMP_THREADS_BIND='nobind', OMP_NUM_THREADS='2'))
-    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2, nolog or tauX (e.g. tau2.0)")
+    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2 or nolog")
 
 
 def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label) -> dict:
@@ -91,8 +81,7 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
     cost = iteration_cost(its['plain'], its['spec'], 1000 * secs['plain'] / toks['plain'],
                           1000 * secs['spec'] / (n_blocks * len(ids) + acc['drafts']))   # a prefill a prompt a block, one a verify round
     plain, spec = toks['plain'] / secs['plain'], toks['spec'] / secs['spec']
-    return dict(variant=name, eager=cfg['eager'], env=cfg['env'], iteration_log=cfg.get('log', True), synthetic_tau=cfg.get('synthetic_tau'),
-                speculative_config=spec_cfg, startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
+    return dict(variant=name, eager=cfg['eager'], env=cfg['env'], iteration_log=cfg.get('log', True), startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
                 speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost,
                 outputs_equal=sum(a == b for a, b in zip(outs['plain'], outs['spec'])), prompts=len(ids))
 
@@ -113,7 +102,7 @@ def main():
     ap.add_argument('--json', default='', help='write the results here')
     a = ap.parse_args()
     variants = [v for v in a.variants.split(',') if v]
-    cfgs = {v: settings(v, a.preload, a.num_steps) for v in variants}          # refuse a bad variant before minutes of start-up
+    cfgs = {v: settings(v, a.preload) for v in variants}          # refuse a bad variant before minutes of start-up
     from eagle_nb.core import runs_dir
     run_dir = Path(a.run_dir) if a.run_dir else runs_dir()/f"bench-vllm-serving-{time.strftime('%Y%m%d-%H%M%S')}"
     target = load_target(a.target)
@@ -123,17 +112,20 @@ def main():
                                   verifier_name=str(tdir))
     spec_cfg = dict(model=str(spec_dir), method='eagle3', num_speculative_tokens=a.num_steps)
     rows = []
+    def write():   # after every variant, so one that fails later (a server that refuses a setting) loses nothing finished
+        if a.json: atomic_write_json(Path(a.json), dict(machine=machine_info(), target=a.target, drafter=a.drafter, prompts=a.prompts, limit=a.limit,
+                                                        max_new_tokens=a.max_new_tokens, num_steps=a.num_steps, rounds=a.rounds, variants=rows,
+                                                        command=' '.join(sys.argv), complete=len(rows) == len(variants)))
     for v in variants:
         print(f"{v}: starting plain and speculative vLLM", flush=True)
-        rows.append(run_variant(v, cfgs[v], target, tdir, {**spec_cfg, **cfgs[v].get('spec', {})}, prompts, a.max_new_tokens, a.rounds, run_dir, f'{len(rows)}-{v}'))
+        rows.append(run_variant(v, cfgs[v], target, tdir, spec_cfg, prompts, a.max_new_tokens, a.rounds, run_dir, f'{len(rows)}-{v}'))
         r, c = rows[-1], rows[-1]['cost'] or {}
-        print(f"{v}{' (synthetic acceptance: a cost probe, not the target greedy)' if r['synthetic_tau'] else ''}: plain {r['plain_tokens_per_s']:.1f}, spec {r['spec_tokens_per_s']:.1f} tokens/s = {r['speedup']:.3f}x at tau {r['tau']:.3f}; "
+        print(f"{v}: plain {r['plain_tokens_per_s']:.1f}, spec {r['spec_tokens_per_s']:.1f} tokens/s = {r['speedup']:.3f}x at tau {r['tau']:.3f}; "
               + (f"plain step {c['plain_step_ms']:.1f} ms, speculative iteration {c['spec_iteration_ms']:.1f} ms = "
                  f"{c['spec_iteration_in_plain_steps']:.2f} plain steps, outside {c['outside_ms']['plain']:.1f} vs {c['outside_ms']['spec']:.1f} ms, "
                  f"break-even tau {c['break_even_tau']:.2f}" if c else 'no iteration lines read'), flush=True)
-    doc = dict(machine=machine_info(), target=a.target, drafter=a.drafter, prompts=a.prompts, limit=a.limit, max_new_tokens=a.max_new_tokens,
-               num_steps=a.num_steps, rounds=a.rounds, variants=rows, command=' '.join(sys.argv))
-    if a.json: atomic_write_json(Path(a.json), doc); print(f"wrote {a.json}")
+        write()
+    if a.json: print(f"wrote {a.json}")
 
 
 if __name__ == '__main__':
