@@ -111,9 +111,9 @@ def main():
     spec_dir = export_speculators(_load_drafter_for_export(a.drafter, target), run_dir/'speculators', speculative_tokens=a.num_steps,
                                   verifier_name=str(tdir))
     spec_cfg = dict(model=str(spec_dir), method='eagle3', num_speculative_tokens=a.num_steps)
-    rows = []
+    rows, machine = [], machine_info()
     def write():   # after every variant, so one that fails later (a server that refuses a setting) loses nothing finished
-        if a.json: atomic_write_json(Path(a.json), dict(machine=machine_info(), target=a.target, drafter=a.drafter, prompts=a.prompts, limit=a.limit,
+        if a.json: atomic_write_json(Path(a.json), dict(machine=machine, target=a.target, drafter=a.drafter, prompts=a.prompts, limit=a.limit,
                                                         max_new_tokens=a.max_new_tokens, num_steps=a.num_steps, rounds=a.rounds, variants=rows,
                                                         command=' '.join(sys.argv), complete=len(rows) == len(variants)))
     for v in variants:
