@@ -6,7 +6,13 @@ same greedy requests then go one at a time in blocks, plain and speculative in A
 pause between blocks: the servers' workers are pinned to the same core and spin for a while after their last request, so the
 two servers are never timed against each other's tail. Per variant: tokens/s of each (all blocks), the speed-up, τ by vLLM's
 counters, and where a speculative iteration's time goes (`vllm.iteration_cost` on vLLM's own iteration log: a plain step, a
-speculative iteration, the wall time outside both, the break-even τ).
+speculative iteration, the wall time outside both, the break-even τ), and each phase by vLLM's own request timings
+(`phases`: prefill and decode seconds from its request histograms, prompt tokens served from the prefix cache; the decode
+phase's tokens/s and speed-up, which is the part speculative decoding changes).
+
+The same prompts go in every block, so with prefix caching on (as the eval's servers run) a server prefills each prompt
+only in its first block and later blocks are mostly decode; `--no-prefix-caching` prefills every request afresh, as the
+in-process eval does and as new prompts would be.
 
 Variants (comma-separated):
   eager     eagle_nb's eval servers as they are (--enforce-eager)
@@ -16,10 +22,11 @@ Variants (comma-separated):
   threads2  eager with the worker unpinned on 2 threads (VLLM_CPU_OMP_THREADS_BIND=nobind, OMP_NUM_THREADS=2)
   nolog     eager without vLLM's iteration log (--enable-logging-iteration-details, which the eval turns on): what the log
             itself costs, set beside `eager` (no cost line: nothing to read)
+  default   vLLM as a user starts it: its default torch.compile and no iteration log (no cost line)
 
   .venv/bin/python bench/bench_vllm_serving.py --drafter RUN/drafter --dataset RUN/data [--variants eager,compile]
         [--prompts humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl] [--limit 8] [--max-new-tokens 64] [--num-steps 3]
-        [--rounds 1] [--preload LIB[:LIB]] [--json OUT]
+        [--rounds 1] [--preload LIB[:LIB]] [--no-prefix-caching] [--json OUT]
 """
 import argparse, json, os, sys, time
 from pathlib import Path
@@ -36,30 +43,44 @@ def settings(name: str, preload: str) -> dict:
     if name == 'eager': return dict(eager=True, env={})
     if name == 'nolog': return dict(eager=True, env={}, log=False)
     if name == 'compile': return dict(eager=False, env={})
+    if name == 'default': return dict(eager=False, env={}, log=False)
     if name == 'preload':
         if not preload: sys.exit("the preload variant needs --preload LIB[:LIB] (e.g. libiomp5.so and libtcmalloc_minimal.so.4)")
         missing = [p for p in preload.split(':') if not Path(p).exists()]
         if missing: sys.exit(f"--preload: no such file {missing}")
         return dict(eager=True, env=dict(LD_PRELOAD=preload))
     if name == 'threads2': return dict(eager=True, env=dict(VLLM_CPU_OMP_THREADS_BIND='nobind', OMP_NUM_THREADS='2'))
-    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2 or nolog")
+    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2, nolog or default")
 
 
-def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label) -> dict:
+PHASE_KEYS = dict(prefill_s='vllm:request_prefill_time_seconds_sum', decode_s='vllm:request_decode_time_seconds_sum',
+                  generated='vllm:generation_tokens_total', requests='vllm:request_success_total',
+                  prompt_tokens='vllm:prompt_tokens_total', cached_prompt_tokens='vllm:prompt_tokens_cached_total')
+
+def phase_times(before: dict, after: dict) -> dict:
+    "Prefill and decode as one server's `vllm_metrics()` count them between two readings: seconds, tokens, decode tokens/s."
+    d = {k: after.get(m, 0.0) - before.get(m, 0.0) for k, m in PHASE_KEYS.items()}
+    decoded = d['generated'] - d['requests']          # a request's first token comes out of its prefill
+    return dict(d, decode_tokens_per_s=decoded / d['decode_s'] if d['decode_s'] > 0 else None,
+                cached_share=d['cached_prompt_tokens'] / d['prompt_tokens'] if d['prompt_tokens'] else None)
+
+
+def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label, prefix_caching=True) -> dict:
     ml = serving_context(target, prompts, max_new)
     t0 = time.time()
     srv = {}
     try:
         for k in ('plain', 'spec'):   # one after the other: two compiling at once on 2 cores only makes both slower
             start = start_logged_server if cfg.get('log', True) else start_vllm_server
-            srv[k] = start(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=True, max_model_len=ml, eager=cfg['eager'],
+            srv[k] = start(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=prefix_caching, max_model_len=ml, eager=cfg['eager'],
                            env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, startup_timeout=1800)
         startup = time.time() - t0
         urls = {k: s.url for k, s in srv.items()}
         names = {k: served_model(u)['id'] for k, u in urls.items()}
         ids = [p.input_ids for p in prompts]
         for k in urls: _generate(urls[k], names[k], ids[:2], 16, 1)            # warm-up, uncounted
-        c0 = spec_counters(vllm_metrics(urls['spec']))
+        m0 = {k: vllm_metrics(u) for k, u in urls.items()}
+        c0 = spec_counters(m0['spec'])
         time.sleep(1)
         at = {k: log_size(s.log_path) for k, s in srv.items()}
         order = []
@@ -73,7 +94,9 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
             blocks.append(dict(server=k, tokens_per_s=n / t))
             print(f"  {name}: {k} {n / t:.1f} tokens/s", flush=True)
         time.sleep(1)
-        acc = acceptance_from_counters(c0, spec_counters(vllm_metrics(urls['spec'])))
+        m1 = {k: vllm_metrics(u) for k, u in urls.items()}
+        acc = acceptance_from_counters(c0, spec_counters(m1['spec']))
+        phases = {k: phase_times(m0[k], m1[k]) for k in urls}
         its = {k: iteration_times(s.log_path, at[k], log_size(s.log_path)) for k, s in srv.items()}
     finally:
         for s in srv.values(): s.stop()
@@ -82,7 +105,9 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
                           1000 * secs['spec'] / (n_blocks * len(ids) + acc['drafts']))   # a prefill a prompt a block, one a verify round
     plain, spec = toks['plain'] / secs['plain'], toks['spec'] / secs['spec']
     return dict(variant=name, eager=cfg['eager'], env=cfg['env'], iteration_log=cfg.get('log', True), startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
-                speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost,
+                speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost, prefix_caching=prefix_caching,
+                phases=phases, decode_speedup=(phases['spec']['decode_tokens_per_s'] / phases['plain']['decode_tokens_per_s']
+                                               if phases['spec']['decode_tokens_per_s'] and phases['plain']['decode_tokens_per_s'] else None),
                 outputs_equal=sum(a == b for a, b in zip(outs['plain'], outs['spec'])), prompts=len(ids))
 
 
@@ -98,6 +123,7 @@ def main():
     ap.add_argument('--variants', default='eager,compile')
     ap.add_argument('--rounds', type=int, default=1, help='ABBA rounds a variant (each: 2 blocks of every prompt a server)')
     ap.add_argument('--preload', default='', help='LD_PRELOAD of the preload variant')
+    ap.add_argument('--no-prefix-caching', action='store_true', help='prefill every request afresh (the same prompts go in every block)')
     ap.add_argument('--run-dir', default='', help='server logs and the export (default: a temporary folder under runs_dir())')
     ap.add_argument('--json', default='', help='write the results here')
     a = ap.parse_args()
@@ -114,16 +140,23 @@ def main():
     rows, machine = [], machine_info()
     def write():   # after every variant, so one that fails later (a server that refuses a setting) loses nothing finished
         if a.json: atomic_write_json(Path(a.json), dict(machine=machine, target=a.target, drafter=a.drafter, prompts=a.prompts, limit=a.limit,
-                                                        max_new_tokens=a.max_new_tokens, num_steps=a.num_steps, rounds=a.rounds, variants=rows,
+                                                        max_new_tokens=a.max_new_tokens, num_steps=a.num_steps, rounds=a.rounds,
+                                                        prefix_caching=not a.no_prefix_caching, variants=rows,
                                                         command=' '.join(sys.argv), complete=len(rows) == len(variants)))
     for v in variants:
         print(f"{v}: starting plain and speculative vLLM", flush=True)
-        rows.append(run_variant(v, cfgs[v], target, tdir, spec_cfg, prompts, a.max_new_tokens, a.rounds, run_dir, f'{len(rows)}-{v}'))
+        rows.append(run_variant(v, cfgs[v], target, tdir, spec_cfg, prompts, a.max_new_tokens, a.rounds, run_dir, f'{len(rows)}-{v}',
+                                prefix_caching=not a.no_prefix_caching))
         r, c = rows[-1], rows[-1]['cost'] or {}
         print(f"{v}: plain {r['plain_tokens_per_s']:.1f}, spec {r['spec_tokens_per_s']:.1f} tokens/s = {r['speedup']:.3f}x at tau {r['tau']:.3f}; "
               + (f"plain step {c['plain_step_ms']:.1f} ms, speculative iteration {c['spec_iteration_ms']:.1f} ms = "
                  f"{c['spec_iteration_in_plain_steps']:.2f} plain steps, outside {c['outside_ms']['plain']:.1f} vs {c['outside_ms']['spec']:.1f} ms, "
                  f"break-even tau {c['break_even_tau']:.2f}" if c else 'no iteration lines read'), flush=True)
+        ph = r['phases']
+        print(f"{v}: by vLLM's request timings: prefill {ph['plain']['prefill_s']:.1f} vs {ph['spec']['prefill_s']:.1f} s "
+              f"({ph['plain']['cached_share'] or 0:.0%} / {ph['spec']['cached_share'] or 0:.0%} of prompt tokens cached), decode "
+              f"{ph['plain']['decode_tokens_per_s'] or 0:.1f} vs {ph['spec']['decode_tokens_per_s'] or 0:.1f} tokens/s = "
+              f"{r['decode_speedup'] or 0:.3f}x", flush=True)
         write()
     if a.json: print(f"wrote {a.json}")
 

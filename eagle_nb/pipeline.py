@@ -56,7 +56,11 @@ def _read_profile(p: Path, root: Path|None, chain: tuple = ()) -> dict:
     if parent is None: return cfg
     pp = _profile_path(str(parent), root, near=p)
     if not pp.exists(): raise EagleNbError(f"{p}: extends {parent!r}, and {pp} is not found")
-    return _merge_profile(_read_profile(pp, root, chain + (p.resolve(),)), cfg, p)
+    base = _read_profile(pp, root, chain + (p.resolve(),))
+    bs = base.get('stages') or []
+    if not isinstance(bs, list) or not all(isinstance(s, dict) and isinstance(s.get('parameters') or {}, dict) for s in bs):
+        raise EagleNbError(f"{p}: extends {pp}, whose `stages:` is not a list of stages (name:, notebook:, parameters: mappings)")
+    return _merge_profile(base, cfg, p)
 
 def load_profile(name_or_path: str, root: Path|None = None) -> dict:
     """Read a pipeline profile (`quick`, `full`, or a YAML path) and check its shape. A profile may start from another
@@ -87,15 +91,37 @@ def _auto_limit_stage(cfg: dict) -> dict|None:
     return st if st is not None and st['parameters'].get('limit') == 'auto' else None
 
 def _fit_settings(cfg: dict) -> dict:
-    "How an `auto` limit is sized: `fill` (of `budget_s`), `max` conversations (the rates are measured on that many), `step`."
-    f = {'fill': 0.9, 'step': 50, **(cfg.get('fit_limit') or {})}
+    """How an `auto` limit is sized: `fill` (of `budget_s`), `max` conversations (the rates are measured on that many), `step`,
+    `slack` (a limit whose estimate is under the target by more than this share of it grows toward it)."""
+    f = {'fill': 0.9, 'step': 50, 'slack': 0.03, **(cfg.get('fit_limit') or {})}
     where = cfg.get('_path', cfg.get('profile'))
     if not cfg.get('budget_s'): raise EagleNbError(f"{where}: the prepare stage's `limit: auto` is sized to `budget_s`, and the profile has none")
     if not isinstance(f.get('max'), int) or f['max'] < 1:
         raise EagleNbError(f"{where}: `limit: auto` needs `fit_limit: {{max: N}}`, the most conversations it may take (the rates are measured on that many)")
     if not 0 < f['fill'] <= 1 or not isinstance(f['step'], int) or f['step'] < 1:
         raise EagleNbError(f"{where}: fit_limit wants 0 < fill <= 1 and a whole step >= 1; it has fill={f['fill']}, step={f['step']}")
+    if not 0 <= f['slack'] < 1: raise EagleNbError(f"{where}: fit_limit wants 0 <= slack < 1; it has slack={f['slack']}")
     return f
+
+def _next_limit(tried: list[dict],   # the limits estimated so far, in order: {limit, total_s}; the last is the one prepared now
+                grows_s: float,      # the last estimate's seconds in the stages that grow with the data (prepare, extract, train)
+                target: float,       # the seconds to fill: `fill` of the budget
+                f: dict) -> int|None:   # `_fit_settings`
+    """The next `limit: auto` to estimate, or None to keep the last. Over the target: shrink in proportion to the stages
+    that grow with the data (at least one `step`), never below a limit already found to fit. Under it by more than
+    `slack`: grow the same way, staying a `step` below the smallest limit found over (so growing never repeats a miss)."""
+    n, total = tried[-1]['limit'], tried[-1]['total_s']
+    if total is None or grows_s <= 0: return None
+    step = f['step']
+    scaled = int(n * max(target - (total - grows_s), 0) / grows_s) // step * step
+    fit = [t['limit'] for t in tried if t['total_s'] is not None and t['total_s'] <= target]
+    over = [t['limit'] for t in tried if t['total_s'] is not None and t['total_s'] > target]
+    if total > target:
+        if n <= step: return None
+        return max(step, min(scaled, n - step), *fit)   # back to the largest fit if the scale would go below it
+    if not over or total >= target * (1 - f['slack']): return None
+    new = min(scaled, min(over) - step)
+    return new if new > n else None
 
 def _apply_fitted(cfg: dict, run_dir: Path) -> int|None:
     "Give an `auto` limit the value this run's estimate chose (`fit_limit.json` in the run folder); None when none is chosen yet."
@@ -481,8 +507,9 @@ def estimate_profile(profile: str = 'full', run_dir: Path|None = None, rates_fro
 
 def _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log):
     """Size an `auto` prepare limit: estimate at `fit_limit.max` conversations, then scale the stages that grow with the
-    data (prepare, extract, train) down to fill `fill` of the budget, re-prepare at that limit and estimate it with the
-    rates already measured; shrink again (at most twice more) while it is still over. The choice goes to `fit_limit.json`."""
+    data (prepare, extract, train) to fill `fill` of the budget, re-prepare at that limit and estimate it with the rates
+    already measured; shrink again while it is over, grow while it is under by more than `slack` (`_next_limit`; at most
+    three re-estimates), and end on the largest limit that fit. The choice and each try go to `fit_limit.json`."""
     f = _fit_settings(cfg)
     target, n, tried = f['fill'] * cfg['budget_s'], f['max'], []
     i = by_nb['00_data.ipynb'][0]
@@ -490,18 +517,23 @@ def _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log):
     auto['parameters']['limit'] = n
     df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log)
     xrate = df.loc[by_nb['01_extract.ipynb'][1]['name'], 'rate']
-    for _ in range(3):
+    grows = [by_nb[k][1]['name'] for k in ('00_data.ipynb', '01_extract.ipynb', '03_train.ipynb') if k in by_nb]
+    def again(m, why):   # prepare again at limit m, estimate with the rates already measured
+        nonlocal n, df
+        log(f"limit auto: {n:,} conversations estimate {_hms(df.attrs['total_s'])}, {why} {f['fill']:.0%} of the budget ({_hms(target)}): trying {m:,}")
+        (run_dir/f"{i:02d}_{auto['name']}.done").unlink(missing_ok=True)
+        n = auto['parameters']['limit'] = m
+        df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, False, log, extract_rate=xrate)
+    for k in range(4):
         total = df.attrs['total_s']
         tried.append(dict(limit=n, total_s=total, tokens=int(df.loc[by_nb['01_extract.ipynb'][1]['name'], 'tokens'])))
-        if total is None or total <= target or n <= f['step']: break
-        grows = [by_nb[k][1]['name'] for k in ('00_data.ipynb', '01_extract.ipynb', '03_train.ipynb') if k in by_nb]
-        var = float(df.loc[grows, 'seconds'].sum())
-        new = int(n * max(target - (total - var), 0) / var) // f['step'] * f['step']
-        n = max(f['step'], min(new, n - f['step']))       # always smaller; never below one step
-        log(f"limit auto: {tried[-1]['limit']:,} conversations estimate {_hms(total)}, over {f['fill']:.0%} of the budget ({_hms(target)}): trying {n:,}")
-        (run_dir/f"{i:02d}_{auto['name']}.done").unlink(missing_ok=True)    # prepare again at the smaller limit
-        auto['parameters']['limit'] = n
-        df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, False, log, extract_rate=xrate)
+        new = _next_limit(tried, float(df.loc[grows, 'seconds'].sum()), target, f) if k < 3 else None
+        if new is None: break
+        again(new, 'over' if total > target else 'well under')
+    fits = [t for t in tried if t['total_s'] is not None and t['total_s'] <= target]
+    if tried[-1]['total_s'] is not None and tried[-1]['total_s'] > target and fits:   # the last try missed: back to the largest that fit
+        again(max(t['limit'] for t in fits), 'over')
+        tried.append(dict(limit=n, total_s=df.attrs['total_s'], tokens=int(df.loc[by_nb['01_extract.ipynb'][1]['name'], 'tokens'])))
     total = df.attrs['total_s']
     atomic_write_json(run_dir/'fit_limit.json', dict(limit=n, budget_s=cfg['budget_s'], fill=f['fill'], target_s=target, max=f['max'],
                                                      step=f['step'], total_s=total, tried=tried))
