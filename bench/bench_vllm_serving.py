@@ -7,8 +7,8 @@ pause between blocks: the servers' workers are pinned to the same core and spin 
 two servers are never timed against each other's tail. Per variant: tokens/s of each (all blocks), the speed-up, τ by vLLM's
 counters, and where a speculative iteration's time goes (`vllm.iteration_cost` on vLLM's own iteration log: a plain step, a
 speculative iteration, the wall time outside both, the break-even τ), and each phase by vLLM's own request timings
-(`phases`: prefill and decode seconds from its request histograms, prompt tokens served from the prefix cache; the decode
-phase's tokens/s and speed-up, which is the part speculative decoding changes).
+(`phases`, by `vllm.phase_times`: prefill and decode seconds from its request histograms, prompt tokens served from the
+prefix cache; the decode phase's tokens/s and speed-up, which is the part speculative decoding changes).
 
 The same prompts go in every block, so with prefix caching on (as the eval's servers run) a server prefills each prompt
 only in its first block and later blocks are mostly decode; `--no-prefix-caching` prefills every request afresh, as the
@@ -36,7 +36,8 @@ from eagle_nb.target import load_target
 from eagle_nb.eval import load_eval_prompts
 from eagle_nb.drafter import export_speculators
 from eagle_nb.vllm import (start_logged_server, start_vllm_server, serving_context, served_model, _generate, _load_drafter_for_export,
-                           _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost)
+                           _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost,
+                           phase_times)
 
 
 def settings(name: str, preload: str) -> dict:
@@ -51,18 +52,6 @@ def settings(name: str, preload: str) -> dict:
         return dict(eager=True, env=dict(LD_PRELOAD=preload))
     if name == 'threads2': return dict(eager=True, env=dict(VLLM_CPU_OMP_THREADS_BIND='nobind', OMP_NUM_THREADS='2'))
     sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2, nolog or default")
-
-
-PHASE_KEYS = dict(prefill_s='vllm:request_prefill_time_seconds_sum', decode_s='vllm:request_decode_time_seconds_sum',
-                  generated='vllm:generation_tokens_total', requests='vllm:request_success_total',
-                  prompt_tokens='vllm:prompt_tokens_total', cached_prompt_tokens='vllm:prompt_tokens_cached_total')
-
-def phase_times(before: dict, after: dict) -> dict:
-    "Prefill and decode as one server's `vllm_metrics()` count them between two readings: seconds, tokens, decode tokens/s."
-    d = {k: after.get(m, 0.0) - before.get(m, 0.0) for k, m in PHASE_KEYS.items()}
-    decoded = d['generated'] - d['requests']          # a request's first token comes out of its prefill
-    return dict(d, decode_tokens_per_s=decoded / d['decode_s'] if d['decode_s'] > 0 else None,
-                cached_share=d['cached_prompt_tokens'] / d['prompt_tokens'] if d['prompt_tokens'] else None)
 
 
 def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label, prefix_caching=True) -> dict:

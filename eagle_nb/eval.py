@@ -683,6 +683,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument('--engine', default='eagle_nb', choices=['eagle_nb', 'vllm'], help="eagle_nb: in-process speculative decoding; "
                     "vllm: serve the exported drafter in real vLLM (chain, --num-steps drafts) beside plain vLLM, eagle_nb's tau beside")
     ap.add_argument('--vllm-url', action='append', default=[], help='--engine vllm: running servers as plain=URL and spec=URL instead of starting them')
+    ap.add_argument('--vllm-compile', action='store_true', help="--engine vllm: start the servers with vLLM's default torch.compile, as users run it "
+                    "(minutes of start-up on a CPU), not --enforce-eager")
     return ap
 
 def eval_main(argv: list[str],

@@ -16,12 +16,12 @@ from .extract import SampleStates, WriteConfig, write_store
 from .target import TargetInfo
 
 # %% auto #0
-__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'ITERATION_FLAG',
-           'connector_pythonpath', 'vllm_server_argv', 'start_vllm_server', 'ServerDown', 'served_model',
-           'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm', 'VllmSource', 'source_from_args',
-           'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'start_logged_server', 'log_size',
-           'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines',
-           'vllm_eval_main']
+__all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'PHASE_METRICS',
+           'ITERATION_FLAG', 'connector_pythonpath', 'vllm_server_argv', 'start_vllm_server', 'ServerDown',
+           'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm', 'VllmSource',
+           'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'phase_times',
+           'start_logged_server', 'log_size', 'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context',
+           'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -411,6 +411,18 @@ def acceptance_from_counters(before: dict, after: dict) -> dict:
                 tau=1 + d['accepted'] / n, per_position_rate=rate, alpha=alpha,
                 draft_acceptance_rate=d['accepted'] / d['draft_tokens'] if d['draft_tokens'] else None)
 
+PHASE_METRICS = dict(prefill_s='vllm:request_prefill_time_seconds_sum', decode_s='vllm:request_decode_time_seconds_sum',
+                     generated='vllm:generation_tokens_total', requests='vllm:request_success_total',
+                     prompt_tokens='vllm:prompt_tokens_total', cached_prompt_tokens='vllm:prompt_tokens_cached_total')
+
+def phase_times(before: dict[str, float], after: dict[str, float]) -> dict:
+    """Prefill and decode as one server counts them between two `vllm_metrics()` readings: its request histograms' seconds,
+    the tokens, the decode phase's tokens/s (a request's first token is its prefill's) and the share of prompt tokens that
+    came from the prefix cache. Speculative decoding changes the decode phase; the prefill it cannot shorten."""
+    d = {k: after.get(m, 0.0) - before.get(m, 0.0) for k, m in PHASE_METRICS.items()}
+    return dict(d, decode_tokens_per_s=(d['generated'] - d['requests']) / d['decode_s'] if d['decode_s'] > 0 else None,
+                cached_share=d['cached_prompt_tokens'] / d['prompt_tokens'] if d['prompt_tokens'] else None)
+
 # %% ../nbs/01d_vllm.ipynb #0823e222
 ITERATION_FLAG = '--enable-logging-iteration-details'   # vLLM logs every engine iteration's elapsed ms (the eval's servers run with it)
 _ITERATION_RE = re.compile(r'Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation requests, '
@@ -513,8 +525,10 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                    run_dir: Path|str|None = None,
                    urls: dict|None = None,             # {'plain': URL, 'spec': URL}: use running servers instead
                    in_process: bool = True,            # eagle_nb's own τ on the same prompts beside vLLM's
-                   logs: dict|None = None) -> dict:    # {'plain': log, 'spec': log} of servers given by `urls` (started with ITERATION_FLAG)
-    "Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness, where an iteration's time goes; eagle_nb's τ beside."
+                   logs: dict|None = None,             # {'plain': log, 'spec': log} of servers given by `urls` (started with ITERATION_FLAG)
+                   eager: bool = True) -> dict:        # servers it starts: --enforce-eager (False: vLLM's default torch.compile, minutes of start-up on a CPU)
+    """Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness, where an
+    iteration's time goes, and the one-at-a-time run's prefill and decode phases by vLLM's request timings; eagle_nb's τ beside."""
     from eagle_nb.drafter import export_speculators
     from eagle_nb.eval import first_difference, tie_tolerance
     run_dir = Path(run_dir) if run_dir else runs_dir()/f"vllm-eval-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -530,7 +544,8 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
         else:   # both start at once (startup dominates on CPU); same flags but the drafter
             with ThreadPoolExecutor(2) as ex:
                 fut = {k: ex.submit(start_logged_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
-                                    speculative=spec_cfg if k == 'spec' else None) for k in ('plain', 'spec')}
+                                    eager=eager, speculative=spec_cfg if k == 'spec' else None, startup_timeout=900 if eager else 1800)
+                       for k in ('plain', 'spec')}
                 errors = []
                 for k, f in fut.items():
                     try: servers[k] = f.result()
@@ -546,14 +561,15 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                                    f"{max_new_tokens} new tokens needs {longest + max_new_tokens}: restart it with --max-model-len {max_len}")
         names = {k: m['id'] for k, m in models.items()}
         ids = [p.input_ids for p in prompts]
-        out, speed, acc, its = {}, {}, {}, {}
+        out, speed, acc, its, phases = {}, {}, {}, {}, {}
         for k in ('plain', 'spec'):
             u = servers_urls[k]
             _generate(u, names[k], ids[:1], 4, 1)                                   # warm-up, uncounted
-            c0 = spec_counters(vllm_metrics(u))
+            m0 = vllm_metrics(u); c0 = spec_counters(m0)
             if logs.get(k): time.sleep(0.5); at = log_size(logs[k])         # the warm-up's iteration lines are written
             seq, t_seq = _generate(u, names[k], ids, max_new_tokens, 1)
-            c1 = spec_counters(vllm_metrics(u))
+            m1 = vllm_metrics(u); c1 = spec_counters(m1)
+            phases[k] = phase_times(m0, m1)        # each prompt's first time on this server: prefilled afresh (but the warm-up's)
             its[k] = []
             if logs.get(k): time.sleep(0.5); its[k] = iteration_times(logs[k], at, log_size(logs[k]))
             bat, t_bat = _generate(u, names[k], ids, max_new_tokens, concurrency)
@@ -580,7 +596,10 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                    concurrency=concurrency, servers=servers_urls, vllm=acc,
                    speed=dict(plain=speed['plain'], spec=speed['spec'],
                               sequential_speedup=speed['spec']['sequential_tokens_per_s'] / speed['plain']['sequential_tokens_per_s'],
-                              batch_speedup=speed['spec']['batch_tokens_per_s'] / speed['plain']['batch_tokens_per_s']),
+                              batch_speedup=speed['spec']['batch_tokens_per_s'] / speed['plain']['batch_tokens_per_s'],
+                              decode_speedup=(phases['spec']['decode_tokens_per_s'] / phases['plain']['decode_tokens_per_s']
+                                              if phases['spec']['decode_tokens_per_s'] and phases['plain']['decode_tokens_per_s'] else None)),
+                   phases=phases, eager=eager if not urls else None,
                    lossless=dict(sequential=all(same), batch=all(same_b), prompts_equal=sum(same), first_difference=first_diff,
                                  batch_prompts_equal=sum(same_b), plain_batch_equals_plain_sequential=sum(plain_batch_same),
                                  sequential_up_to_ties=all(a or b for a, b in zip(same, at_tie)),
@@ -618,6 +637,12 @@ def vllm_eval_lines(doc: dict) -> list[str]:
         ms = [f'{m:.2f}' if m is not None else 'unread' for m, d in zip(lo['margins_at_difference'], lo['first_difference']) if d is not None]
         lines.append(f"  lossless up to ties: {lo['prompts_equal_up_to_ties']}/{doc['prompts']} (plain vLLM's top-1 minus top-2 logit where "
                      f"they part: {', '.join(ms)}; a tie is <= {lo['tie_tolerance']:g})")
+    ph = doc.get('phases') or {}
+    if ph.get('plain', {}).get('decode_tokens_per_s') and ph.get('spec', {}).get('decode_tokens_per_s'):
+        pl, sp = ph['plain'], ph['spec']
+        lines.append(f"  prefill and decode (vLLM's request timings, one at a time): prefill {pl['prefill_s']:.1f} vs {sp['prefill_s']:.1f} s, "
+                     f"decode {pl['decode_tokens_per_s']:.1f} vs {sp['decode_tokens_per_s']:.1f} tokens/s ({s['decode_speedup']:.2f}x); "
+                     f"prefill is {pl['prefill_s'] / (pl['prefill_s'] + pl['decode_s']):.0%} of plain's request time, which drafts cannot shorten")
     if doc.get('cost'):
         c = doc['cost']
         lines.append(f"  where the time goes (vLLM's iteration log, one request at a time): a plain step {c['plain_step_ms']:.1f} ms, a speculative "
@@ -645,7 +670,8 @@ def vllm_eval_main(a, out: Path) -> int:
     target = load_target(a.target)
     prompts = load_eval_prompts(a.prompts, target.tokenizer, a.limit or None, a.dataset or None)
     doc = vllm_spec_eval(target, a.drafter, prompts, num_speculative_tokens=a.num_steps, max_new_tokens=a.max_new_tokens,
-                         concurrency=a.concurrency if a.concurrency > 1 else 4, run_dir=out.parent/'vllm-run', urls=urls)
+                         concurrency=a.concurrency if a.concurrency > 1 else 4, run_dir=out.parent/'vllm-run', urls=urls,
+                         eager=not a.vllm_compile)
     atomic_write_json(out, doc)
     print(json.dumps(doc, indent=1) if a.json else '\n'.join(vllm_eval_lines(doc)) + f"\nreport: {out}")
     return 0 if doc['lossless']['sequential_up_to_ties'] else 1   # as in process: parting only at a bf16 tie is not a failure

@@ -56,6 +56,13 @@ def test_iteration_cost_from_the_servers_own_logs(servers, target, tmp_path):
     assert 0 < c['plain_step_ms'] < c['wall_ms_per_iteration']['plain'] and 0 < c['spec_iteration_ms'] < c['wall_ms_per_iteration']['spec'], c
     assert c['spec_iteration_ms'] > c['plain_step_ms'], c            # a verify of 4 tokens and 3 drafts against one token
     assert any('where the time goes' in l for l in vllm_eval_lines(doc))
+    for k in ('plain', 'spec'):   # the one-at-a-time run's phases by each server's own request timings
+        ph = doc['phases'][k]
+        assert ph['requests'] == len(prompts) and ph['generated'] == doc['speed'][k]['sequential_tokens'], (k, ph, doc['speed'][k])
+        assert ph['prompt_tokens'] == sum(len(p.input_ids) for p in prompts) and 0 <= ph['cached_share'] <= 1, ph
+        assert 0 < ph['prefill_s'] and 0 < ph['decode_s'] < doc['speed'][k]['sequential_s'] and ph['decode_tokens_per_s'] > 0, ph
+    assert doc['speed']['decode_speedup'] == pytest.approx(doc['phases']['spec']['decode_tokens_per_s'] / doc['phases']['plain']['decode_tokens_per_s'])
+    assert any('prefill and decode' in l for l in vllm_eval_lines(doc))
     assert vllm_spec_eval(target, 'random-init', prompts[:1], max_new_tokens=4, concurrency=1, run_dir=tmp_path/'nologs', urls=urls,
                           in_process=False)['cost'] is None        # servers given by URL alone: no log to read, no figures made up
 
