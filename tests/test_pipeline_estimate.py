@@ -122,7 +122,8 @@ def test_an_auto_limit_needs_a_budget_and_a_most():
 @pytest.mark.slow
 def test_an_auto_limit_is_sized_to_the_budget(tmp_path):
     """The estimate at `fit_limit.max` conversations is over the budget: the limit shrinks to fit `fill` of it (growing again
-    where the scaled limit lands well under), the data is prepared again at that limit (graded on the same held-out conversations, from the pool) and the run uses it."""
+    where the scaled limit lands well under), the data is prepared again at that limit (graded on the same held-out
+    conversations, from the pool) and the run uses it."""
     from eagle_nb.pipeline import _apply_fitted
     ref = _ref(tmp_path)
     whole = estimate_profile(str(_auto_profile(tmp_path, 40)), run_dir=tmp_path/'whole', rates_from=ref, log=lambda *a: None)
