@@ -37,7 +37,7 @@ from eagle_nb.eval import load_eval_prompts
 from eagle_nb.drafter import export_speculators
 from eagle_nb.vllm import (start_logged_server, start_vllm_server, serving_context, served_model, _generate, _load_drafter_for_export,
                            _target_dir, spec_counters, vllm_metrics, acceptance_from_counters, log_size, iteration_times, iteration_cost,
-                           phase_times)
+                           phase_times, decode_speedup)
 
 
 def settings(name: str, preload: str) -> dict:
@@ -95,8 +95,7 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
     plain, spec = toks['plain'] / secs['plain'], toks['spec'] / secs['spec']
     return dict(variant=name, eager=cfg['eager'], env=cfg['env'], iteration_log=cfg.get('log', True), startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
                 speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost, prefix_caching=prefix_caching,
-                phases=phases, decode_speedup=(phases['spec']['decode_tokens_per_s'] / phases['plain']['decode_tokens_per_s']
-                                               if phases['spec']['decode_tokens_per_s'] and phases['plain']['decode_tokens_per_s'] else None),
+                phases=phases, decode_speedup=decode_speedup(phases),
                 outputs_equal=sum(a == b for a, b in zip(outs['plain'], outs['spec'])), prompts=len(ids))
 
 

@@ -524,16 +524,18 @@ def _fit_limit(cfg, auto, by_nb, run_dir, ctx, root, rates, probe, log):
         (run_dir/f"{i:02d}_{auto['name']}.done").unlink(missing_ok=True)
         n = auto['parameters']['limit'] = m
         df = _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, False, log, extract_rate=xrate)
+    def record():        # the estimate at the limit prepared now, as a try
+        tried.append(dict(limit=n, total_s=df.attrs['total_s'], tokens=int(df.loc[by_nb['01_extract.ipynb'][1]['name'], 'tokens'])))
     for k in range(4):
         total = df.attrs['total_s']
-        tried.append(dict(limit=n, total_s=total, tokens=int(df.loc[by_nb['01_extract.ipynb'][1]['name'], 'tokens'])))
+        record()
         new = _next_limit(tried, float(df.loc[grows, 'seconds'].sum()), target, f) if k < 3 else None
         if new is None: break
         again(new, 'over' if total > target else 'well under')
     fits = [t for t in tried if t['total_s'] is not None and t['total_s'] <= target]
     if tried[-1]['total_s'] is not None and tried[-1]['total_s'] > target and fits:   # the last try missed: back to the largest that fit
         again(max(t['limit'] for t in fits), 'over')
-        tried.append(dict(limit=n, total_s=df.attrs['total_s'], tokens=int(df.loc[by_nb['01_extract.ipynb'][1]['name'], 'tokens'])))
+        record()
     total = df.attrs['total_s']
     atomic_write_json(run_dir/'fit_limit.json', dict(limit=n, budget_s=cfg['budget_s'], fill=f['fill'], target_s=target, max=f['max'],
                                                      step=f['step'], total_s=total, tried=tried))

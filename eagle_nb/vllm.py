@@ -20,8 +20,8 @@ __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_F
            'ITERATION_FLAG', 'connector_pythonpath', 'vllm_server_argv', 'start_vllm_server', 'ServerDown',
            'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm', 'VllmSource',
            'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'phase_times',
-           'start_logged_server', 'log_size', 'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context',
-           'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
+           'decode_speedup', 'start_logged_server', 'log_size', 'iteration_times', 'iteration_cost', 'tie_margins',
+           'serving_context', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -423,6 +423,11 @@ def phase_times(before: dict[str, float], after: dict[str, float]) -> dict:
     return dict(d, decode_tokens_per_s=(d['generated'] - d['requests']) / d['decode_s'] if d['decode_s'] > 0 else None,
                 cached_share=d['cached_prompt_tokens'] / d['prompt_tokens'] if d['prompt_tokens'] else None)
 
+def decode_speedup(phases: dict) -> float|None:
+    "The speculative server's decode tokens/s over the plain one's (`phase_times` of each, keyed plain/spec); None where either has none."
+    p, s = phases['plain']['decode_tokens_per_s'], phases['spec']['decode_tokens_per_s']
+    return s / p if p and s else None
+
 # %% ../nbs/01d_vllm.ipynb #0823e222
 ITERATION_FLAG = '--enable-logging-iteration-details'   # vLLM logs every engine iteration's elapsed ms (the eval's servers run with it)
 _ITERATION_RE = re.compile(r'Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation requests, '
@@ -597,8 +602,7 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                    speed=dict(plain=speed['plain'], spec=speed['spec'],
                               sequential_speedup=speed['spec']['sequential_tokens_per_s'] / speed['plain']['sequential_tokens_per_s'],
                               batch_speedup=speed['spec']['batch_tokens_per_s'] / speed['plain']['batch_tokens_per_s'],
-                              decode_speedup=(phases['spec']['decode_tokens_per_s'] / phases['plain']['decode_tokens_per_s']
-                                              if phases['spec']['decode_tokens_per_s'] and phases['plain']['decode_tokens_per_s'] else None)),
+                              decode_speedup=decode_speedup(phases)),
                    phases=phases, eager=eager if not urls else None,
                    lossless=dict(sequential=all(same), batch=all(same_b), prompts_equal=sum(same), first_difference=first_diff,
                                  batch_prompts_equal=sum(same_b), plain_batch_equals_plain_sequential=sum(plain_batch_same),
