@@ -150,7 +150,7 @@ def machine_info() -> dict:
         model = next((l.split(':', 1)[1].strip() for l in info.splitlines() if l.startswith('model name')), model)
         have = set(next((l.split(':', 1)[1].split() for l in info.splitlines() if l.startswith('flags')), []))
         flags = [f for f in ('amx_bf16', 'avx512_bf16', 'avx512f', 'avx2') if f in have]
-        # the family and model numbers tell apart CPUs of one brand name ("AMD EPYC" is Zen 4 at family 25, Zen 5 at 26)
+        # the family and model numbers tell apart CPUs of one brand name ("AMD EPYC": Zen 3 at family 25 model 1, Zen 4 at 25/17, Zen 5 at 26)
         fam = {k: int(l.split(':', 1)[1]) for l in info.splitlines() for k in ('cpu family', 'model') if l.split(':', 1)[0].strip() == k}
     except (OSError, ValueError): fam = {}
     return dict(device=model, flags=flags, dtype=str(fast_dtype('cpu')).removeprefix('torch.'),
