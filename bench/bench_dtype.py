@@ -2,7 +2,9 @@
 """Is `core.fast_dtype`'s pick the faster one on this CPU? The same work in fp32 and in bf16, interleaved round by round:
 the drafter's training GEMMs (every linear layer of the standard profile's drafter, forward and backward, at one
 512-token window), the target's forward over 512 tokens (what extraction runs a window), and the target's linear layers
-alone at 1, 4 and 8 rows (a decode step's products and a 3-draft verify's: what decides the verify's cost in plain steps).
+alone at 1, 4 and 8 rows (a decode step's products and a 3-draft verify's: what decides the verify's cost in plain steps),
+their fp32 side once more on oneDNN with packed weights (`specdec.OneDnnLinear`, what the decoder uses where fp32 is the
+CPU's dtype) where PyTorch has it.
 
 `fast_dtype` picks bf16 only where the CPU has AMX or AVX512-BF16 and fp32 elsewhere; this bench measures both sides of
 that choice on the machine at hand instead of assuming it:
@@ -49,17 +51,24 @@ def target_forward(dt):
     "The target's forward over one window with every layer's hidden states, as extraction runs it."
     with torch.no_grad(): models[dt](input_ids=ids, output_hidden_states=True)
 
-def target_linears(m):
-    "Every linear layer of the target (its lm_head included) at m rows, no grad: a decode step's products at 1, a verify's at 4."
-    lins = {dt: [mod.weight for mod in models[dt].modules() if isinstance(mod, torch.nn.Linear)] for dt in models}
-    xs = {dt: {w.shape[1]: torch.randn(m, w.shape[1], dtype=dt, device=dev) for w in lins[dt]} for dt in lins}
+def target_linears(m, onednn=False):
+    """Every linear layer of the target (its lm_head included) at m rows, no grad: a decode step's products at 1, a
+    verify's at 4. `onednn`: the fp32 side as the decoder runs it where fp32 is the CPU's dtype (`specdec.OneDnnLinear`,
+    the weight packed once for oneDNN; PyTorch's fp32 `linear` goes to MKL), the bf16 side unchanged."""
+    from eagle_nb.specdec import OneDnnLinear
+    lins = {dt: [mod for mod in models[dt].modules() if isinstance(mod, torch.nn.Linear)] for dt in models}
+    fns = {dt: [OneDnnLinear(l) if onednn and dt == torch.float32 else (lambda x, w=l.weight: torch.nn.functional.linear(x, w))
+                for l in lins[dt]] for dt in lins}
+    xs = {dt: {l.in_features: torch.randn(m, l.in_features, dtype=dt, device=dev) for l in lins[dt]} for dt in lins}
     def run(dt):
         with torch.no_grad():
-            for w in lins[dt]: torch.nn.functional.linear(xs[dt][w.shape[1]], w)
+            for l, f in zip(lins[dt], fns[dt]): f(xs[dt][l.in_features])
     return run
 
 cases = {'drafter GEMMs (fwd+bwd)': drafter_gemms, **({'target forward': target_forward} if models else {}),
-         **({f'target linears, {m} row{"s" if m > 1 else ""}': target_linears(m) for m in a.decode_rows} if models else {})}
+         **({f'target linears, {m} row{"s" if m > 1 else ""}': target_linears(m) for m in a.decode_rows} if models else {}),
+         **({f'target linears, {m} row{"s" if m > 1 else ""}, oneDNN': target_linears(m, True) for m in a.decode_rows}
+            if models and dev.type == 'cpu' and torch.backends.mkldnn.is_available() else {})}
 times = {(c, dt): [] for c in cases for dt in (torch.float32, torch.bfloat16)}
 for r in range(a.rounds + 1):
     for c, fn in cases.items():
@@ -80,10 +89,10 @@ print(f"{mi['device']} (family {mi.get('cpu_family')}, model {mi.get('cpu_model'
 for r in rows:
     print(f"  {r['case']:<26} fp32 {r['fp32_ms']:8.1f} ms   bf16 {r['bf16_ms']:8.1f} ms   bf16 is {r['bf16_speedup']:.2f}x fp32's speed -> "
           f"{r['faster']} faster{'' if r['faster'] == pick else '  (NOT the dtype fast_dtype picks)'}")
-lin = {r['case']: r for r in rows if r['case'].startswith('target linears')}
-if len(lin) > 1:
-    one = lin.get('target linears, 1 row')
-    if one: print('  rows against one row, the same dtype: ' + '; '.join(
+for tag in ('', ', oneDNN'):
+    lin = {r['case']: r for r in rows if r['case'].startswith('target linears') and r['case'].endswith(tag) and (tag or 'oneDNN' not in r['case'])}
+    one = lin.get(f'target linears, 1 row{tag}')
+    if one and len(lin) > 1: print(f"  rows against one row, the same dtype{' (fp32 on oneDNN)' if tag else ''}: " + '; '.join(
         f"{k.split(', ')[1]} fp32 {r['fp32_ms'] / one['fp32_ms']:.2f}x, bf16 {r['bf16_ms'] / one['bf16_ms']:.2f}x" for k, r in lin.items() if r is not one))
 if a.json:
     with open(a.json, 'w') as f:

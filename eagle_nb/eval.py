@@ -677,7 +677,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument('--exact', nargs='?', const='on', default=None, choices=['on', 'off', 'auto'],   # --exact alone: on
                     help=f"{field_help(EvalConfig)['exact']} (default: 'off'; --exact alone: on)")
     ap.add_argument('--json', action='store_true', help='print the JSON report to stdout')
-    ap.add_argument('--out', default='', help='write the JSON report here (default: runs_dir()/eval/eval.json)')
+    ap.add_argument('--out', default='', help='write the JSON report here, or into this folder as eval.json (default: runs_dir()/eval/eval.json)')
     ap.add_argument('--sglang-url', action='append', default=[], help='benchmark a live SGLang server instead (repeatable)')
     ap.add_argument('--concurrency', type=int, default=1, help='requests in flight with --sglang-url; --engine vllm: the batch run (default 4)')
     ap.add_argument('--engine', default='eagle_nb', choices=['eagle_nb', 'vllm'], help="eagle_nb: in-process speculative decoding; "
@@ -696,6 +696,7 @@ def eval_main(argv: list[str],
     for f in fields(EvalConfig):   # flags not given: the config's defaults (a missing --drafter stays None, it is required)
         if getattr(a, f.name) is None and f.name != 'drafter': setattr(a, f.name, f.default)
     out = Path(a.out) if a.out else runs_dir()/'eval'/('sglang.json' if a.sglang_url else 'eval.json')
+    if out.is_dir(): out = out/('sglang.json' if a.sglang_url else 'eval.json')   # --out DIR: the report inside it, not a crash after the run
     if a.engine != 'eagle_nb':   # a real serving engine: run by the module that owns it, which this module never imports
         run = (engines or {}).get(a.engine)
         if run is None: raise EagleNbError(f"--engine {a.engine}: run it as `eagle-nb eval --engine {a.engine} ...` (the CLI layer provides it)")

@@ -16,11 +16,12 @@ from .conventions import HiddenStateCapture
 
 # %% auto #0
 __all__ = ['PACKED_SDPA', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
-           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'TargetDecoder', 'stop_token_ids',
-           'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter',
-           'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree', 'accept_probability', 'residual',
-           'verify_tree', 'SpecResult', 'speculative_generate', 'linear_rows_independent', 'chi2_critical',
-           'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
+           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'OneDnnLinear', 'onednn_linears',
+           'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter',
+           'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree',
+           'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate',
+           'linear_rows_independent', 'chi2_critical', 'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear',
+           'int8_drafter']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,15 +120,42 @@ def packed_gqa_attention(model) -> bool:
     model.set_attn_implementation(PACKED_SDPA)
     return model.config._attn_implementation == PACKED_SDPA
 
+class OneDnnLinear(torch.nn.Module):
+    """A decoding stand-in for an fp32 `nn.Linear` on the CPU: the same weight and bias (shared, so ties hold), the product
+    run by oneDNN on a copy of the weight packed once. PyTorch sends fp32 `linear` to MKL, whose products at 2-8 rows cost
+    about twice one row's on an AVX2 EPYC (Zen 3), so a 4-token verify cost 1.6 plain steps there; oneDNN's cost 1.1
+    (bench/bench_dtype.py; with it that verify cost 1.15). Inference only: the packed copy does not follow later changes to the weight."""
+    def __init__(self, lin: torch.nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features, self.weight, self.bias = lin.in_features, lin.out_features, lin.weight, lin.bias
+        self._packed = torch.ops.mkldnn._reorder_linear_weight(lin.weight.detach())
+    def forward(self, x): return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, 'none', [], '')
+    def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, onednn'
+
+def onednn_linears(model: torch.nn.Module, force: bool = False) -> int:
+    """Swap an fp32 CPU model's `nn.Linear`s for `OneDnnLinear`s where fp32 is this CPU's decoding dtype (no AMX or
+    AVX512-BF16: `core.fast_dtype`) or `force`; the number swapped (0: left as it is, as on an accelerator or in bf16)."""
+    from .core import cpu_has_fast_bf16
+    p = next(model.parameters(), None)
+    if p is None or p.device.type != 'cpu' or p.dtype != torch.float32 or not torch.backends.mkldnn.is_available(): return 0
+    if not (force or not cpu_has_fast_bf16()) or not hasattr(torch.ops.mkldnn, '_linear_pointwise'): return 0
+    n = 0
+    for mod in list(model.modules()):
+        for name, child in list(mod.named_children()):
+            if type(child) is torch.nn.Linear: setattr(mod, name, OneDnnLinear(child)); n += 1
+    return n
+
 # %% ../nbs/04a_specdec.ipynb #95106992
 class TargetDecoder:
     "The target with a KV cache: prefill, one-forward verification of a chain or tree, rollback; aux states captured in the same forward."
     def __init__(self, target: Target,
-                 aux_layer_ids: list[int]|None = None):  # canonical HF ids to capture (None: no capture)
+                 aux_layer_ids: list[int]|None = None,   # canonical HF ids to capture (None: no capture)
+                 onednn: bool = True):                   # `onednn_linears` where fp32 is the CPU's decoding dtype
         self.target, self.model = target, target.model
         self.device = target.device
         self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
         self.packed_attention = packed_gqa_attention(self.model)   # a verify: sdpa's bits, no KV copy; a one-token step: packed
+        self.onednn_linears = onednn_linears(self.model) if onednn else 0   # fp32 on a CPU without native bf16: oneDNN's products
         self._cache_kw = _model_cache_kwarg(self.model)
         self.cache = None
         self.forwards = 0   # target forward passes since reset (prefill included)

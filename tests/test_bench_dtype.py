@@ -2,6 +2,7 @@
 at a toy size on the tests' tiny Llama (the speeds mean nothing at this size, the record's shape and its pick do)."""
 import json, os, subprocess, sys
 from pathlib import Path
+import torch
 from eagle_nb.core import fast_dtype
 
 REPO = Path(__file__).resolve().parents[1]
@@ -13,8 +14,9 @@ def test_both_dtypes_timed_and_the_pick_recorded(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path/'d.json').read_text())
     assert doc['fast_dtype'] == str(fast_dtype()).removeprefix('torch.') and doc['rounds'] == 1
-    assert [c['case'] for c in doc['cases']] == ['drafter GEMMs (fwd+bwd)', 'target forward', 'target linears, 1 row',
-                                                 'target linears, 4 rows', 'target linears, 8 rows']
+    lin = ['target linears, 1 row', 'target linears, 4 rows', 'target linears, 8 rows']
+    assert [c['case'] for c in doc['cases']] == ['drafter GEMMs (fwd+bwd)', 'target forward', *lin,
+                                                 *([f'{c}, oneDNN' for c in lin] if torch.backends.mkldnn.is_available() else [])]
     for c in doc['cases']:
         assert c['fp32_ms'] > 0 and c['bf16_ms'] > 0 and c['faster'] == ('bfloat16' if c['bf16_speedup'] > 1 else 'float32'), c
     assert f"fast_dtype picks {doc['fast_dtype']}" in r.stdout and 'rows against one row' in r.stdout
