@@ -16,10 +16,10 @@ from .conventions import HiddenStateCapture
 
 # %% auto #0
 __all__ = ['PACKED_SDPA', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
-           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'OneDnnLinear', 'onednn_linears',
-           'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter',
-           'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree',
-           'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate',
+           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'OneDnnLinear', 'onednn_applies',
+           'onednn_linears', 'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode',
+           'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree',
+           'build_draft_tree', 'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate',
            'linear_rows_independent', 'chi2_critical', 'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear',
            'int8_drafter']
 
@@ -132,13 +132,17 @@ class OneDnnLinear(torch.nn.Module):
     def forward(self, x): return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, 'none', [], '')
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, onednn'
 
+def onednn_applies(model: torch.nn.Module, force: bool = False) -> bool:
+    "Whether `onednn_linears` swaps this model's linears: fp32 on a CPU whose decoding dtype is fp32 (no AMX or AVX512-BF16), or `force`."
+    from eagle_nb.core import cpu_has_fast_bf16
+    p = next(model.parameters(), None)
+    if p is None or p.device.type != 'cpu' or p.dtype != torch.float32 or not torch.backends.mkldnn.is_available(): return False
+    return hasattr(torch.ops.mkldnn, '_linear_pointwise') and (force or not cpu_has_fast_bf16())
+
 def onednn_linears(model: torch.nn.Module, force: bool = False) -> int:
     """Swap an fp32 CPU model's `nn.Linear`s for `OneDnnLinear`s where fp32 is this CPU's decoding dtype (no AMX or
     AVX512-BF16: `core.fast_dtype`) or `force`; the number swapped (0: left as it is, as on an accelerator or in bf16)."""
-    from .core import cpu_has_fast_bf16
-    p = next(model.parameters(), None)
-    if p is None or p.device.type != 'cpu' or p.dtype != torch.float32 or not torch.backends.mkldnn.is_available(): return 0
-    if not (force or not cpu_has_fast_bf16()) or not hasattr(torch.ops.mkldnn, '_linear_pointwise'): return 0
+    if not onednn_applies(model, force): return 0
     n = 0
     for mod in list(model.modules()):
         for name, child in list(mod.named_children()):
@@ -557,17 +561,23 @@ def speculative_generate(target: Target, drafter: Drafter, prompt_ids: list[int]
 
 # %% ../nbs/04a_specdec.ipynb #338f8da7
 @torch.inference_mode()
-def linear_rows_independent(model, trials: int = 16, rows: int = 4) -> bool:
-    "Whether each output row of every distinct linear shape in `model` has the same bits computed alone as beside `rows - 1` others, here."
+def linear_rows_independent(model, trials: int = 16, rows: int = 4,
+                            onednn: bool|None = None) -> bool:   # the products on oneDNN; None: where a TargetDecoder puts them
+    """Whether each output row of every distinct linear shape in `model` has the same bits computed alone as beside `rows - 1`
+    others, here, with the product the decoder runs: oneDNN's where `onednn_linears` applies (a `TargetDecoder` swaps them in)."""
     g = torch.Generator().manual_seed(0)
-    shapes = {}
+    onednn, shapes = onednn_applies(model) if onednn is None else onednn, {}
     for m in model.modules():
-        if isinstance(m, torch.nn.Linear): shapes.setdefault((tuple(m.weight.shape), m.weight.dtype), m.weight)
-    for w in shapes.values():
+        if isinstance(m, (torch.nn.Linear, OneDnnLinear)): shapes.setdefault((tuple(m.weight.shape), m.weight.dtype), m)
+    for m in shapes.values():
+        w = m.weight
+        if type(m) is not torch.nn.Linear: f = m                     # the decoder's OneDnnLinear already
+        elif onednn: f = OneDnnLinear(m)                            # what a TargetDecoder will swap in
+        else: f = lambda x, w=w: torch.nn.functional.linear(x, w)
         for _ in range(trials):
             x = torch.randn(rows, w.shape[1], generator=g).to(device=w.device, dtype=w.dtype)
-            full = torch.nn.functional.linear(x, w)
-            if not all(torch.equal(full[i], torch.nn.functional.linear(x[i:i + 1], w)[0]) for i in range(rows)): return False
+            full = f(x)
+            if not all(torch.equal(full[i], f(x[i:i + 1])[0]) for i in range(rows)): return False
     return True
 
 # %% ../nbs/04a_specdec.ipynb #60485dce
