@@ -65,10 +65,10 @@ def target_linears(m, onednn=False):
             for l, f in zip(lins[dt], fns[dt]): f(xs[dt][l.in_features])
     return run
 
+def lin_case(m, tag=''): return f'target linears, {m} row{"s" if m > 1 else ""}{tag}'
+tags = ['', ', oneDNN'] if dev.type == 'cpu' and torch.backends.mkldnn.is_available() else ['']
 cases = {'drafter GEMMs (fwd+bwd)': drafter_gemms, **({'target forward': target_forward} if models else {}),
-         **({f'target linears, {m} row{"s" if m > 1 else ""}': target_linears(m) for m in a.decode_rows} if models else {}),
-         **({f'target linears, {m} row{"s" if m > 1 else ""}, oneDNN': target_linears(m, True) for m in a.decode_rows}
-            if models and dev.type == 'cpu' and torch.backends.mkldnn.is_available() else {})}
+         **({lin_case(m, t): target_linears(m, bool(t)) for t in tags for m in a.decode_rows} if models else {})}
 times = {(c, dt): [] for c in cases for dt in (torch.float32, torch.bfloat16)}
 for r in range(a.rounds + 1):
     for c, fn in cases.items():
@@ -89,11 +89,12 @@ print(f"{mi['device']} (family {mi.get('cpu_family')}, model {mi.get('cpu_model'
 for r in rows:
     print(f"  {r['case']:<26} fp32 {r['fp32_ms']:8.1f} ms   bf16 {r['bf16_ms']:8.1f} ms   bf16 is {r['bf16_speedup']:.2f}x fp32's speed -> "
           f"{r['faster']} faster{'' if r['faster'] == pick else '  (NOT the dtype fast_dtype picks)'}")
-for tag in ('', ', oneDNN'):
-    lin = {r['case']: r for r in rows if r['case'].startswith('target linears') and r['case'].endswith(tag) and (tag or 'oneDNN' not in r['case'])}
-    one = lin.get(f'target linears, 1 row{tag}')
-    if one and len(lin) > 1: print(f"  rows against one row, the same dtype{' (fp32 on oneDNN)' if tag else ''}: " + '; '.join(
-        f"{k.split(', ')[1]} fp32 {r['fp32_ms'] / one['fp32_ms']:.2f}x, bf16 {r['bf16_ms'] / one['bf16_ms']:.2f}x" for k, r in lin.items() if r is not one))
+by_case = {r['case']: r for r in rows}
+for tag in tags if models and 1 in a.decode_rows else []:
+    one = by_case[lin_case(1, tag)]
+    print(f"  rows against one row, the same dtype{' (fp32 on oneDNN)' if tag else ''}: " + '; '.join(
+        f"{m} rows fp32 {r['fp32_ms'] / one['fp32_ms']:.2f}x, bf16 {r['bf16_ms'] / one['bf16_ms']:.2f}x"
+        for m in a.decode_rows if m != 1 for r in [by_case[lin_case(m, tag)]]))
 if a.json:
     with open(a.json, 'w') as f:
         json.dump(dict(machine=mi, threads=a.threads, rows_per_window=a.rows, rounds=a.rounds, fast_dtype=pick, cases=rows), f, indent=1)

@@ -159,7 +159,7 @@ class TargetDecoder:
         self.device = target.device
         self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
         self.packed_attention = packed_gqa_attention(self.model)   # a verify: sdpa's bits, no KV copy; a one-token step: packed
-        self.onednn_linears = onednn_linears(self.model) if onednn else 0   # fp32 on a CPU without native bf16: oneDNN's products
+        if onednn: onednn_linears(self.model)   # fp32 on a CPU without native bf16: oneDNN's products (once a model)
         self._cache_kw = _model_cache_kwarg(self.model)
         self.cache = None
         self.forwards = 0   # target forward passes since reset (prefill included)
@@ -570,10 +570,7 @@ def linear_rows_independent(model, trials: int = 16, rows: int = 4,
     for m in model.modules():
         if isinstance(m, (torch.nn.Linear, OneDnnLinear)): shapes.setdefault((tuple(m.weight.shape), m.weight.dtype), m)
     for m in shapes.values():
-        w = m.weight
-        if type(m) is not torch.nn.Linear: f = m                     # the decoder's OneDnnLinear already
-        elif onednn: f = OneDnnLinear(m)                            # what a TargetDecoder will swap in
-        else: f = lambda x, w=w: torch.nn.functional.linear(x, w)
+        w, f = m.weight, OneDnnLinear(m) if onednn and type(m) is torch.nn.Linear else m   # what a TargetDecoder runs
         for _ in range(trials):
             x = torch.randn(rows, w.shape[1], generator=g).to(device=w.device, dtype=w.dtype)
             full = f(x)
