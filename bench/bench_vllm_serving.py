@@ -23,6 +23,9 @@ Variants (comma-separated):
   nolog     eager without vLLM's iteration log (--enable-logging-iteration-details, which the eval turns on): what the log
             itself costs, set beside `eager` (no cost line: nothing to read)
   default   vLLM as a user starts it: its default torch.compile and no iteration log (no cost line)
+  fp32      eager in float32 (every other variant runs --dtype bfloat16, as eagle_nb's servers did before `vllm_dtype`): on a
+            CPU without AMX or AVX512-BF16 vLLM's bf16 products are emulated
+  fp32default  `default` in float32
 
   .venv/bin/python bench/bench_vllm_serving.py --drafter RUN/drafter --dataset RUN/data [--variants eager,compile]
         [--prompts humaneval,sharegpt-heldout,configs/prompts/stdlib.jsonl] [--limit 8] [--max-new-tokens 64] [--num-steps 3]
@@ -45,13 +48,15 @@ def settings(name: str, preload: str) -> dict:
     if name == 'nolog': return dict(eager=True, env={}, log=False)
     if name == 'compile': return dict(eager=False, env={})
     if name == 'default': return dict(eager=False, env={}, log=False)
+    if name == 'fp32': return dict(eager=True, env={}, dtype='float32')
+    if name == 'fp32default': return dict(eager=False, env={}, log=False, dtype='float32')
     if name == 'preload':
         if not preload: sys.exit("the preload variant needs --preload LIB[:LIB] (e.g. libiomp5.so and libtcmalloc_minimal.so.4)")
         missing = [p for p in preload.split(':') if not Path(p).exists()]
         if missing: sys.exit(f"--preload: no such file {missing}")
         return dict(eager=True, env=dict(LD_PRELOAD=preload))
     if name == 'threads2': return dict(eager=True, env=dict(VLLM_CPU_OMP_THREADS_BIND='nobind', OMP_NUM_THREADS='2'))
-    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2, nolog or default")
+    sys.exit(f"unknown variant {name!r}: use eager, compile, preload, threads2, nolog, default, fp32 or fp32default")
 
 
 def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run_dir, label, prefix_caching=True) -> dict:
@@ -62,7 +67,7 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
         for k in ('plain', 'spec'):   # one after the other: two compiling at once on 2 cores only makes both slower
             start = start_logged_server if cfg.get('log', True) else start_vllm_server
             srv[k] = start(tdir, run_dir/label, name=f'vllm-{k}', prefix_caching=prefix_caching, max_model_len=ml, eager=cfg['eager'],
-                           env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, startup_timeout=1800)
+                           dtype=cfg.get('dtype', 'bfloat16'), env=cfg['env'], speculative=spec_cfg if k == 'spec' else None, startup_timeout=1800)
         startup = time.time() - t0
         urls = {k: s.url for k, s in srv.items()}
         names = {k: served_model(u)['id'] for k, u in urls.items()}
@@ -93,7 +98,7 @@ def run_variant(name, cfg, target, tdir, spec_cfg, prompts, max_new, rounds, run
     cost = iteration_cost(its['plain'], its['spec'], 1000 * secs['plain'] / toks['plain'],
                           1000 * secs['spec'] / (n_blocks * len(ids) + acc['drafts']))   # a prefill a prompt a block, one a verify round
     plain, spec = toks['plain'] / secs['plain'], toks['spec'] / secs['spec']
-    return dict(variant=name, eager=cfg['eager'], env=cfg['env'], iteration_log=cfg.get('log', True), startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
+    return dict(variant=name, eager=cfg['eager'], dtype=cfg.get('dtype', 'bfloat16'), env=cfg['env'], iteration_log=cfg.get('log', True), startup_s=startup, plain_tokens_per_s=plain, spec_tokens_per_s=spec,
                 speedup=spec / plain, tau=acc['tau'], alpha=acc['alpha'], blocks=blocks, cost=cost, prefix_caching=prefix_caching,
                 phases=phases, decode_speedup=decode_speedup(phases),
                 outputs_equal=sum(a == b for a, b in zip(outs['plain'], outs['spec'])), prompts=len(ids))

@@ -14,7 +14,7 @@ import torch
 from .core import EagleNbError, OpProfile, fetch_wheel, pick_device, fast_dtype, progress, runs_dir, read_json, atomic_write, atomic_write_json
 from .http import HttpFault, Retry, call_json
 from .specdec import (SpecConfig, SpecResult, TargetDecoder, Drafter, Eagle3Proposer, NGramDrafter, RandomDrafter,
-                              ReplayDrafter, generate_plain, int8_drafter, speculative_generate)
+                              ReplayDrafter, generate_plain, int8_drafter, linear_kernel, speculative_generate)
 
 # %% auto #0
 __all__ = ['HUMANEVAL', 'REFERENCE_DRAFTERS', 'CONVENTIONS', 'SPEC_CORRECT', 'SPEC_PROPOSED', 'SPEC_HISTOGRAM',
@@ -393,6 +393,7 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
     if max_seconds: prompts = interleave_sets(prompts)
     probe = factory(prompts[0], [])
     plain_dec, spec_dec = TargetDecoder(target), TargetDecoder(target, probe.aux_layer_ids)
+    kernel = linear_kernel(target.model)   # the target's linear products while both decoders are open: 'onednn' or 'default'
     gen = lambda i: torch.Generator().manual_seed(seed * 100003 + i)
     margins = []
     def run_plain(p, i, n=None):
@@ -443,7 +444,7 @@ def evaluate(target, factory: Callable[[EvalPrompt, list[int]], Drafter], prompt
         agg['accepted'] += r.accepted; agg['tried'] += r.tried; agg['drafted'] += r.drafted; agg['judged'] += r.judged
         agg['completion_tokens'] += len(r.tokens)
     plain_dec.close(); spec_dec.close()
-    info = dict(info or {})
+    info = dict(info or {}, linear_kernel=kernel)
     if max_seconds:
         info['time_limit'] = dict(max_seconds=max_seconds, seconds=round(time.perf_counter() - start, 1), prompts_run=len(rows),
                                   prompts_planned=planned, complete=len(rows) == planned)
@@ -685,6 +686,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument('--vllm-url', action='append', default=[], help='--engine vllm: running servers as plain=URL and spec=URL instead of starting them')
     ap.add_argument('--vllm-compile', action='store_true', help="--engine vllm: start the servers with vLLM's default torch.compile, as users run it "
                     "(minutes of start-up on a CPU), not --enforce-eager")
+    ap.add_argument('--vllm-dtype', default='auto', choices=['auto', 'bfloat16', 'float32'],
+                    help="--engine vllm: the servers' --dtype (auto: bfloat16 on an accelerator or a CPU with AMX or AVX512-BF16, float32 "
+                    "on a CPU without them, where vLLM's bf16 is emulated; with --vllm-url: what those servers run, auto meaning bfloat16)")
     return ap
 
 def eval_main(argv: list[str],
@@ -720,6 +724,7 @@ def eval_main(argv: list[str],
         s = res.summary()
         lines = [s.to_string(float_format=lambda x: f'{x:.3f}'), explain_speed(doc['break_even']['all'])]
         if cfg.exact != 'off': lines.append(f"verify rows one by one: {res.info['exact']['used']} ({res.info['exact']['why']})")
+        if res.info.get('linear_kernel') == 'onednn': lines.append("target's linear layers on oneDNN (fp32 on a CPU without native bf16)")
         tl = res.info.get('time_limit')
         if tl and not tl['complete']:
             lines.append(f"time limit {tl['max_seconds']:.0f}s: ran {tl['prompts_run']} of {tl['prompts_planned']} prompts "

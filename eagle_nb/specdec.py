@@ -17,11 +17,11 @@ from .conventions import HiddenStateCapture
 # %% auto #0
 __all__ = ['PACKED_SDPA', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
            'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'OneDnnLinear', 'onednn_applies',
-           'onednn_linears', 'TargetDecoder', 'stop_token_ids', 'sample_token', 'generate_plain', 'DraftNode',
-           'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter', 'ModelDrafter', 'SpecConfig', 'DraftTree',
-           'build_draft_tree', 'accept_probability', 'residual', 'verify_tree', 'SpecResult', 'speculative_generate',
-           'linear_rows_independent', 'chi2_critical', 'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear',
-           'int8_drafter']
+           'onednn_linears', 'restore_linears', 'linear_kernel', 'TargetDecoder', 'stop_token_ids', 'sample_token',
+           'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter', 'ModelDrafter',
+           'SpecConfig', 'DraftTree', 'build_draft_tree', 'accept_probability', 'residual', 'verify_tree', 'SpecResult',
+           'speculative_generate', 'linear_rows_independent', 'chi2_critical', 'pit_values', 'uniformity_chi2',
+           'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,11 +124,13 @@ class OneDnnLinear(torch.nn.Module):
     """A decoding stand-in for an fp32 `nn.Linear` on the CPU: the same weight and bias (shared, so ties hold), the product
     run by oneDNN on a copy of the weight packed once. PyTorch sends fp32 `linear` to MKL, whose products at 2-8 rows cost
     about twice one row's on an AVX2 EPYC (Zen 3), so a 4-token verify cost 1.6 plain steps there; oneDNN's cost 1.1
-    (bench/bench_dtype.py; with it that verify cost 1.15). Inference only: the packed copy does not follow later changes to the weight."""
+    (bench/bench_dtype.py; with it that verify cost 1.15). Inference only: the packed copy does not follow later changes to
+    the weight, so a `TargetDecoder` puts the original `nn.Linear` back when it closes (`restore_linears`)."""
     def __init__(self, lin: torch.nn.Linear):
         super().__init__()
         self.in_features, self.out_features, self.weight, self.bias = lin.in_features, lin.out_features, lin.weight, lin.bias
         self._packed = torch.ops.mkldnn._reorder_linear_weight(lin.weight.detach())
+        self._linear = (lin,)   # the module it stands in for (a tuple: not a submodule, so the state dict keeps its keys)
     def forward(self, x): return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, 'none', [], '')
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, onednn'
 
@@ -149,6 +151,30 @@ def onednn_linears(model: torch.nn.Module, force: bool = False) -> int:
             if type(child) is torch.nn.Linear: setattr(mod, name, OneDnnLinear(child)); n += 1
     return n
 
+def restore_linears(model: torch.nn.Module) -> int:
+    "Put back the `nn.Linear` each `OneDnnLinear` in `model` stands in for (the same module, weight and bias); the number put back."
+    n = 0
+    for mod in list(model.modules()):
+        for name, child in list(mod.named_children()):
+            if isinstance(child, OneDnnLinear): setattr(mod, name, child._linear[0]); n += 1
+    return n
+
+def linear_kernel(model: torch.nn.Module) -> str:
+    "Which product `model`'s linear layers run now: 'onednn' (`OneDnnLinear`s swapped in) or 'default' (PyTorch's `F.linear`)."
+    return 'onednn' if any(isinstance(m, OneDnnLinear) for m in model.modules()) else 'default'
+
+def _onednn_acquire(model, force: bool = False) -> bool:
+    "A decoder's hold on `model`'s oneDNN linears: the first swaps them in; False where none were swapped for it."
+    users = getattr(model, '_eagle_nb_onednn_users', 0)
+    if users == 0 and onednn_linears(model, force) == 0: return False   # not applicable, or swapped by someone else (theirs to restore)
+    model._eagle_nb_onednn_users = users + 1
+    return True
+
+def _onednn_release(model):
+    "Let go of a hold (`_onednn_acquire`): the last one puts the original linears back."
+    model._eagle_nb_onednn_users -= 1
+    if model._eagle_nb_onednn_users == 0: restore_linears(model)
+
 # %% ../nbs/04a_specdec.ipynb #95106992
 class TargetDecoder:
     "The target with a KV cache: prefill, one-forward verification of a chain or tree, rollback; aux states captured in the same forward."
@@ -159,7 +185,9 @@ class TargetDecoder:
         self.device = target.device
         self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
         self.packed_attention = packed_gqa_attention(self.model)   # a verify: sdpa's bits, no KV copy; a one-token step: packed
-        if onednn: onednn_linears(self.model)   # fp32 on a CPU without native bf16: oneDNN's products (once a model)
+        # fp32 on a CPU without native bf16: oneDNN's products, for as long as a decoder of this model is open (the first
+        # swaps them in, the last to close puts PyTorch's back: extraction or training on the same Target runs its usual products)
+        self._onednn = onednn and _onednn_acquire(self.model)
         self._cache_kw = _model_cache_kwarg(self.model)
         self.cache = None
         self.forwards = 0   # target forward passes since reset (prefill included)
@@ -211,7 +239,9 @@ class TargetDecoder:
         finally: self.capture = capture
 
     def close(self):
-        if self.capture is not None: self.capture.close()
+        "Remove the capture hooks and let go of the oneDNN linears (the last decoder of a model to close restores them)."
+        if self.capture is not None: self.capture.close(); self.capture = None
+        if self._onednn: _onednn_release(self.model); self._onednn = False
 
 # %% ../nbs/04a_specdec.ipynb #092ee3e1
 def stop_token_ids(target: Target) -> set[int]:
@@ -241,17 +271,20 @@ def generate_plain(target: Target, prompt_ids: list[int],
     "Plain autoregressive decoding with a KV cache: one target forward per new token."
     stop = set(stop_token_ids(target) if stop_ids is None else stop_ids)
     dec = decoder or TargetDecoder(target)
-    dec.reset()
-    logits, _ = dec.forward(list(prompt_ids), last_only=True)
-    out = []
-    while True:
-        tok = sample_token(logits[-1], temperature, generator)
-        if margins is not None:
-            top2 = logits[-1].topk(2).values
-            margins.append(float(top2[0] - top2[1]))
-        out.append(tok)
-        if tok in stop or len(out) >= max_new_tokens: return out
-        logits, _ = dec.forward([tok], last_only=True)
+    try:
+        dec.reset()
+        logits, _ = dec.forward(list(prompt_ids), last_only=True)
+        out = []
+        while True:
+            tok = sample_token(logits[-1], temperature, generator)
+            if margins is not None:
+                top2 = logits[-1].topk(2).values
+                margins.append(float(top2[0] - top2[1]))
+            out.append(tok)
+            if tok in stop or len(out) >= max_new_tokens: return out
+            logits, _ = dec.forward([tok], last_only=True)
+    finally:
+        if decoder is None: dec.close()
 
 # %% ../nbs/04a_specdec.ipynb #aa0491e5
 @dataclass(eq=False)

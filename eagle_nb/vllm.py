@@ -17,11 +17,11 @@ from .target import TargetInfo
 
 # %% auto #0
 __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'PHASE_METRICS',
-           'ITERATION_FLAG', 'connector_pythonpath', 'vllm_server_argv', 'start_vllm_server', 'ServerDown',
-           'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm', 'VllmSource',
-           'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters', 'phase_times',
-           'decode_speedup', 'start_logged_server', 'log_size', 'iteration_times', 'iteration_cost', 'tie_margins',
-           'serving_context', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
+           'ITERATION_FLAG', 'connector_pythonpath', 'vllm_dtype', 'vllm_server_argv', 'start_vllm_server',
+           'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm',
+           'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters',
+           'phase_times', 'decode_speedup', 'start_logged_server', 'log_size', 'iteration_times', 'iteration_cost',
+           'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -44,6 +44,13 @@ def connector_pythonpath(run_dir: Path|str) -> Path:
 def _default_memory_fraction() -> float|None:
     return None if torch.cuda.is_available() else 0.15
 
+def vllm_dtype(dtype: str = 'auto') -> str:
+    """vLLM's `--dtype` for `dtype`; 'auto' is this machine's decoding dtype (`core.fast_dtype`): bfloat16 on an accelerator
+    or a CPU with AMX or AVX512-BF16, float32 on a CPU without them, where vLLM's bf16 products are emulated."""
+    if dtype != 'auto': return dtype
+    from eagle_nb.core import fast_dtype
+    return 'bfloat16' if fast_dtype() == torch.bfloat16 else 'float32'
+
 def vllm_server_argv(python: Path|str,                  # the engine venv's python (`engine_python('vllm')`)
                      model: Path|str,                   # HF model directory of the target
                      port: int,
@@ -55,6 +62,7 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
                      connector: str = 'auto',            # 'eagle_nb' (CPU-capable), 'stock' (vLLM's, CUDA only); auto: stock with CUDA
                      prefix_caching: bool = False,       # serving only: extraction refuses it
                      eager: bool = True,                 # --enforce-eager: no torch.compile (start-up in seconds on a CPU, not minutes)
+                     dtype: str = 'bfloat16',            # --dtype: the weights' and activations' dtype ('auto': `vllm_dtype`)
                      extra: Sequence[str] = ()) -> list[str]:
     "The command line of a vLLM OpenAI server on 127.0.0.1:port (prefix caching off unless asked for serving)."
     extra = [str(x) for x in extra]
@@ -63,7 +71,7 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
                            "this request's; drop --enable-prefix-caching (vLLM needs --no-enable-prefix-caching, enable_prefix_caching=False)")
     cache = [] if prefix_caching else list(REQUIRED_FLAGS)
     argv = [str(python), '-m', 'vllm.entrypoints.openai.api_server', '--model', str(model), '--host', '127.0.0.1',
-            '--port', str(port), '--dtype', 'bfloat16', *(['--enforce-eager'] if eager else []), *cache, '--max-model-len', str(max_model_len)]
+            '--port', str(port), '--dtype', vllm_dtype(dtype), *(['--enforce-eager'] if eager else []), *cache, '--max-model-len', str(max_model_len)]
     frac = _default_memory_fraction() if memory_fraction is None else memory_fraction
     if frac is not None: argv += ['--gpu-memory-utilization', str(frac)]
     if extract_layer_ids is not None:
@@ -531,7 +539,8 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
                    urls: dict|None = None,             # {'plain': URL, 'spec': URL}: use running servers instead
                    in_process: bool = True,            # eagle_nb's own τ on the same prompts beside vLLM's
                    logs: dict|None = None,             # {'plain': log, 'spec': log} of servers given by `urls` (started with ITERATION_FLAG)
-                   eager: bool = True) -> dict:        # servers it starts: --enforce-eager (False: vLLM's default torch.compile, minutes of start-up on a CPU)
+                   eager: bool = True,                 # servers it starts: --enforce-eager (False: vLLM's default torch.compile, minutes of start-up on a CPU)
+                   dtype: str = 'auto') -> dict:       # --dtype of servers it starts (`vllm_dtype`: float32 on a CPU without native bf16); of `urls`' servers: 'auto' assumes bfloat16
     """Plain vs EAGLE-3 vLLM in one run: vLLM-counted τ / α_k, tokens/s (sequential and batched), losslessness, where an
     iteration's time goes, and the one-at-a-time run's prefill and decode phases by vLLM's request timings; eagle_nb's τ beside."""
     from eagle_nb.drafter import export_speculators
@@ -549,7 +558,7 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
         else:   # both start at once (startup dominates on CPU); same flags but the drafter
             with ThreadPoolExecutor(2) as ex:
                 fut = {k: ex.submit(start_logged_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
-                                    eager=eager, speculative=spec_cfg if k == 'spec' else None, startup_timeout=900 if eager else 1800)
+                                    eager=eager, dtype=dtype, speculative=spec_cfg if k == 'spec' else None, startup_timeout=900 if eager else 1800)
                        for k in ('plain', 'spec')}
                 errors = []
                 for k, f in fut.items():
@@ -594,11 +603,12 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
         # bf16 on a CPU: a verify forward of several rows may round differently from plain's one row, and where the target's top
         # two logits are that close greedy parts ways (as plain batched vs plain one at a time does); read the margin there
         margins = tie_margins(servers_urls['plain'], names['plain'], ids, out['plain']['sequential'], first_diff)
-        tol = tie_tolerance(torch.bfloat16)                                  # the servers run --dtype bfloat16
+        served = 'bfloat16' if urls and dtype == 'auto' else vllm_dtype(dtype)   # servers given by URL: bf16 unless `dtype` says
+        tol = tie_tolerance(getattr(torch, served))
         at_tie = [m is not None and m <= tol for m in margins]
         doc = dict(format='eagle_nb.vllm_eval/1', target=str(tdir), drafter=str(drafter) if not hasattr(drafter, 'config') else 'in-memory',
                    export=str(spec_dir), speculative_config=spec_cfg, prompts=len(prompts), max_new_tokens=max_new_tokens,
-                   concurrency=concurrency, servers=servers_urls, vllm=acc,
+                   concurrency=concurrency, servers=servers_urls, dtype=served, vllm=acc,
                    speed=dict(plain=speed['plain'], spec=speed['spec'],
                               sequential_speedup=speed['spec']['sequential_tokens_per_s'] / speed['plain']['sequential_tokens_per_s'],
                               batch_speedup=speed['spec']['batch_tokens_per_s'] / speed['plain']['batch_tokens_per_s'],
@@ -629,7 +639,8 @@ def vllm_eval_lines(doc: dict) -> list[str]:
     "A short text report of `vllm_spec_eval`."
     v, s = doc['vllm']['sequential'], doc['speed']
     f = lambda xs: '[' + ', '.join('-' if x is None else f'{x:.3f}' for x in xs) + ']'
-    lines = [f"vLLM EAGLE-3 (chain, {doc['speculative_config']['num_speculative_tokens']} drafts) on {doc['prompts']} prompts, {doc['max_new_tokens']} new tokens",
+    lines = [f"vLLM EAGLE-3 (chain, {doc['speculative_config']['num_speculative_tokens']} drafts) on {doc['prompts']} prompts, {doc['max_new_tokens']} new tokens"
+             + (f", {doc['dtype']}" if doc.get('dtype') else ''),
              f"  vLLM counters: tau {v['tau']:.3f}   alpha_k {f(v['alpha'])}   per-position {f(v['per_position_rate'])}   accept rate {v['draft_acceptance_rate']:.3f}",
              f"  tokens/s one at a time: plain {s['plain']['sequential_tokens_per_s']:.1f}, spec {s['spec']['sequential_tokens_per_s']:.1f} ({s['sequential_speedup']:.2f}x);"
              f" batch of {doc['concurrency']}: plain {s['plain']['batch_tokens_per_s']:.1f}, spec {s['spec']['batch_tokens_per_s']:.1f} ({s['batch_speedup']:.2f}x)",
@@ -675,7 +686,7 @@ def vllm_eval_main(a, out: Path) -> int:
     prompts = load_eval_prompts(a.prompts, target.tokenizer, a.limit or None, a.dataset or None)
     doc = vllm_spec_eval(target, a.drafter, prompts, num_speculative_tokens=a.num_steps, max_new_tokens=a.max_new_tokens,
                          concurrency=a.concurrency if a.concurrency > 1 else 4, run_dir=out.parent/'vllm-run', urls=urls,
-                         eager=not a.vllm_compile)
+                         eager=not a.vllm_compile, dtype=getattr(a, 'vllm_dtype', 'auto'))
     atomic_write_json(out, doc)
     print(json.dumps(doc, indent=1) if a.json else '\n'.join(vllm_eval_lines(doc)) + f"\nreport: {out}")
     return 0 if doc['lossless']['sequential_up_to_ties'] else 1   # as in process: parting only at a bf16 tie is not a failure
