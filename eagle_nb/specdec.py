@@ -145,19 +145,19 @@ def onednn_linears(model: torch.nn.Module, force: bool = False) -> int:
     """Swap an fp32 CPU model's `nn.Linear`s for `OneDnnLinear`s where fp32 is this CPU's decoding dtype (no AMX or
     AVX512-BF16: `core.fast_dtype`) or `force`; the number swapped (0: left as it is, as on an accelerator or in bf16)."""
     if not onednn_applies(model, force): return 0
+    return _replace_children(model, lambda c: type(c) is torch.nn.Linear, OneDnnLinear)
+
+def _replace_children(model: torch.nn.Module, match, make) -> int:
+    "Replace each submodule `c` of `model` for which `match(c)` with `make(c)`; the number replaced."
     n = 0
     for mod in list(model.modules()):
         for name, child in list(mod.named_children()):
-            if type(child) is torch.nn.Linear: setattr(mod, name, OneDnnLinear(child)); n += 1
+            if match(child): setattr(mod, name, make(child)); n += 1
     return n
 
 def restore_linears(model: torch.nn.Module) -> int:
     "Put back the `nn.Linear` each `OneDnnLinear` in `model` stands in for (the same module, weight and bias); the number put back."
-    n = 0
-    for mod in list(model.modules()):
-        for name, child in list(mod.named_children()):
-            if isinstance(child, OneDnnLinear): setattr(mod, name, child._linear[0]); n += 1
-    return n
+    return _replace_children(model, lambda c: isinstance(c, OneDnnLinear), lambda c: c._linear[0])
 
 def linear_kernel(model: torch.nn.Module) -> str:
     "Which product `model`'s linear layers run now: 'onednn' (`OneDnnLinear`s swapped in) or 'default' (PyTorch's `F.linear`)."

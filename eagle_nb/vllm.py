@@ -49,7 +49,7 @@ def vllm_dtype(dtype: str = 'auto') -> str:
     or a CPU with AMX or AVX512-BF16, float32 on a CPU without them, where vLLM's bf16 products are emulated."""
     if dtype != 'auto': return dtype
     from eagle_nb.core import fast_dtype
-    return 'bfloat16' if fast_dtype() == torch.bfloat16 else 'float32'
+    return str(fast_dtype()).removeprefix('torch.')
 
 def vllm_server_argv(python: Path|str,                  # the engine venv's python (`engine_python('vllm')`)
                      model: Path|str,                   # HF model directory of the target
