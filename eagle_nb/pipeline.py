@@ -109,7 +109,8 @@ def _next_limit(tried: list[dict],   # the limits estimated so far, in order: {l
                 f: dict) -> int|None:   # `_fit_settings`
     """The next `limit: auto` to estimate, or None to keep the last. Over the target: shrink in proportion to the stages
     that grow with the data (at least one `step`), never below a limit already found to fit. Under it by more than
-    `slack`: grow the same way, staying a `step` below the smallest limit found over (so growing never repeats a miss)."""
+    `slack`: grow the same way, by at least one `step`, staying a `step` below the smallest limit found over (so growing
+    never repeats a miss)."""
     n, total = tried[-1]['limit'], tried[-1]['total_s']
     if total is None or grows_s <= 0: return None
     step = f['step']
@@ -120,7 +121,7 @@ def _next_limit(tried: list[dict],   # the limits estimated so far, in order: {l
         if n <= step: return None
         return max(step, min(scaled, n - step), *fit)   # back to the largest fit if the scale would go below it
     if not over or total >= target * (1 - f['slack']): return None
-    new = min(scaled, min(over) - step)
+    new = min(max(scaled, n + step), min(over) - step)   # at least a step: a scale that rounds back down to n stopped there, however far under
     return new if new > n else None
 
 def _apply_fitted(cfg: dict, run_dir: Path) -> int|None:

@@ -6,6 +6,10 @@
    types and help are the settings of the config it builds (NOTEBOOK_SETTINGS), and the profiles name only those;
 3. `nbdev_test` on every notebook (cells flagged `slow` run too unless --fast; `cuda` only with a GPU);
 4. pytest on tests/: the real-engine files in processes of their own (ENGINE_UNITS), beside the notebooks and the other files.
+
+The notebooks and the other test files (in groups, one pytest process each) are jobs taken longest first by two lanes, with
+one OpenMP thread each; the real-engine units run beside them in a third. `--write-durations` records what each job took
+(tests/durations.json, the only thing the order is read from).
 """
 import argparse, ast, hashlib, json, os, subprocess, sys, time, xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -191,15 +195,16 @@ class EngineQueue:
             finally: self.done(unit)
         return out
 
-def run_pytest(tag: str, files: list[str], a, stream: bool = False) -> tuple[int, tuple[int, int, int], str]:
+def run_pytest(tag: str, files: list[str], a, stream: bool = False, env: dict|None = None) -> tuple[int, tuple[int, int, int], str]:
     "(exit code, (passed, failed, skipped), its output unless streamed) of one pytest process over `files`."
     xml = ROOT/'.pytest_cache'/f'junit-{tag}.xml'
     xml.parent.mkdir(exist_ok=True); xml.unlink(missing_ok=True)
     cmd = [sys.executable, '-m', 'pytest', '-q', *files, f'--junitxml={xml}', '-p', 'no:cacheprovider', '--durations=15']
     if a.fast: cmd += ['-m', 'not slow']
     if a.only: cmd += ['-k', a.only]
-    if stream: r = subprocess.run(cmd, cwd=ROOT); out = ''
-    else: r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True); out = r.stdout + r.stderr
+    env = None if env is None else {**os.environ, **env}
+    if stream: r = subprocess.run(cmd, cwd=ROOT, env=env); out = ''
+    else: r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env); out = r.stdout + r.stderr
     n_pass = n_fail = n_skip = 0
     if xml.exists():
         for s in ET.parse(xml).getroot().iter('testsuite'):
@@ -208,11 +213,44 @@ def run_pytest(tag: str, files: list[str], a, stream: bool = False) -> tuple[int
     if r.returncode not in (0, 5) and n_fail == 0: n_fail = 1  # pytest itself broke
     return r.returncode, (n_pass, n_fail, n_skip), out
 
+# Lanes: what a job took in a fresh-clone `make test` (tests/durations.json, keys `nbs/X.ipynb` and `tests/X.py`) decides the
+# order jobs are taken in (longest first) and how the test files are grouped; nothing else reads it. A file it does not
+# name counts as DEFAULT_S. Each group of test files is one pytest process (a process start costs seconds of imports).
+DURATIONS = ROOT/'tests'/'durations.json'
+DEFAULT_S, GROUP_S = 10.0, 450.0
+
+def load_durations(path: Path = DURATIONS) -> dict[str, float]:
+    try: return json.loads(Path(path).read_text())
+    except FileNotFoundError: return {}
+
+def group_files(files: list[str], seconds: dict[str, float], target_s: float = GROUP_S) -> list[list[str]]:
+    "Test files in groups of about `target_s` each (greedy, longest first into the lightest group); each group in name order."
+    cost = lambda f: seconds.get(f, DEFAULT_S)
+    n = max(1, min(len(files), round(sum(map(cost, files)) / target_s)))
+    groups = [[0.0, []] for _ in range(n)]
+    for f in sorted(files, key=lambda f: (-cost(f), f)):
+        g = min(groups, key=lambda g: g[0]); g[0] += cost(f); g[1].append(f)
+    return [sorted(g[1]) for g in groups if g[1]]
+
+def longest_first(jobs: list, seconds: dict[str, float]) -> list:
+    "Jobs (each a list of the files it runs) in the order lanes take them: the longest expected first, ties by name."
+    return sorted(jobs, key=lambda files: (-sum(seconds.get(f, DEFAULT_S) for f in files), files))
+
+def junit_seconds(xml: Path) -> dict[str, float]:
+    "Seconds per test file (setup, call and teardown) in one pytest junit file."
+    out = {}
+    for tc in ET.parse(xml).getroot().iter('testcase'):
+        if not tc.get('classname'): continue          # a module skipped at collection
+        f = 'tests/' + tc.get('classname').split('.')[-1] + '.py'
+        out[f] = out.get(f, 0.0) + float(tc.get('time', 0))
+    return out
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--fast', action='store_true', help='skip `slow` notebook cells and pytest marked slow')
     ap.add_argument('--only', default='', help='only notebooks/tests whose name contains this')
     ap.add_argument('--serial', action='store_true', help='one pytest process after the notebooks (no real-engine process beside them)')
+    ap.add_argument('--write-durations', action='store_true', help=f'record what each notebook and test file took in {DURATIONS.relative_to(ROOT)}')
     a = ap.parse_args()
     t0 = time.time()
     os.environ['EAGLE_NB_PROGRESS'] = '0'
@@ -229,10 +267,13 @@ def main():
         if missing: print(f"note: runnable notebooks not written yet: {', '.join(missing)}")
 
     # The real-engine test files (vLLM / SGLang servers on 127.0.0.1) run in pytest processes of their own, one unit of
-    # ENGINE_UNITS each, started now beside the notebooks and then the other test files: alone, the suite kept 0.9 of this
-    # 2-core machine busy (40 min wall on an AVX2 EPYC), mostly waiting on one server start-up at a time. A second engine
-    # worker joins when the other files are done.
-    rest_files = sorted(str(p.relative_to(ROOT)) for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
+    # ENGINE_UNITS each, started now beside the other jobs: a lone engine process kept this 2-core machine 0.9 busy, mostly
+    # waiting on one server start-up at a time. A second engine worker joins when the other jobs are done.
+    # The other jobs: each notebook (nbdev_test, a process of its own) and the other test files in groups of about GROUP_S,
+    # one pytest process each, taken longest first by two lanes. One pytest process after the notebooks kept one core idle
+    # most of the time (the tests on tiny models run one thread): 40 of 54 minutes on a Zen 3.
+    seconds = load_durations()
+    rest_files = sorted(f'tests/{p.name}' for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
     queue = EngineQueue(ENGINE_UNITS)
     def run_unit(names):   # a stale name fails pytest loudly, never dropped
         return run_pytest(f'engines-{names[0]}', [f'tests/{n}.py' for n in names], a)
@@ -242,23 +283,43 @@ def main():
     import torch
     flags = [] if a.fast else ['slow']
     if torch.cuda.is_available(): flags.append('cuda')
-    nbs = [p for p in sorted(NBS.glob('*.ipynb')) if a.only in p.name]
-    with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as ex:
-        for path, ok, dt in ex.map(run_nb, [(p, flags) for p in nbs]):
-            record(f'nbdev_test {Path(path).name} ({dt:.0f}s)', ok)
-
-    runs = [run_pytest('rest', rest_files if engines else ['tests'], a, stream=True)]
+    nbs = [f'nbs/{p.name}' for p in sorted(NBS.glob('*.ipynb')) if a.only in p.name]
+    groups = [rest_files if engines else ['tests']] if a.serial else group_files(rest_files, seconds)
+    one_thread = {'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')}
+    runs, took = [], {}
+    def run_job(files):
+        if files[0].endswith('.ipynb'):
+            path, ok, dt = run_nb((ROOT/files[0], flags))
+            record(f'nbdev_test {Path(path).name} ({dt:.0f}s)', ok); took[files[0]] = dt
+            return
+        tag = 'rest' if len(groups) == 1 else f'rest-{groups.index(files) + 1}'
+        t0 = time.time()
+        res = run_pytest(tag, files, a, env=None if a.serial else one_thread)
+        runs.append(res)
+        print(f"\n==== pytest: {tag} ({len(files)} files, {time.time() - t0:.0f}s) ====\n{res[2]}", flush=True)
+        xml = ROOT/'.pytest_cache'/f'junit-{tag}.xml'
+        if xml.exists(): took.update(junit_seconds(xml))
+    lanes = min(2, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=lanes) as ex:
+        if a.serial:   # the notebooks two at a time, then one pytest process
+            list(ex.map(run_job, [[n] for n in nbs])); run_job(groups[0])
+        else: list(ex.map(run_job, longest_first([[n] for n in nbs] + groups, seconds)))
     if engines:
         engines.append(pool.submit(queue.work, run_unit))
         for files, res, dt in [u for f in engines for u in f.result()]:
             runs.append(res)
             print(f"\n==== pytest: real engines ({', '.join(files)}: {dt:.0f}s) ====\n{res[2]}", flush=True)
+            xml = ROOT/'.pytest_cache'/f'junit-engines-{files[0]}.xml'
+            if xml.exists(): took.update(junit_seconds(xml))
     pool.shutdown()
     n_pass, n_fail, n_skip = (sum(counts[k] for _, counts, _ in runs) for k in range(3))
     passed = sum(ok for _, ok, _ in results) + n_pass
     failed = sum(not ok for _, ok, _ in results) + n_fail
     print(f"\nfailed checks: {', '.join(n for n, ok, _ in results if not ok)}" if any(not ok for _, ok, _ in results) else '')
     print(f"total time {time.time()-t0:.0f}s")
+    if a.write_durations:
+        DURATIONS.write_text(json.dumps(dict(sorted({**seconds, **{k: round(v, 1) for k, v in took.items()}}.items())), indent=1) + '\n')
+        print(f'wrote {DURATIONS.relative_to(ROOT)} ({len(took)} jobs and files timed)')
     print(f"{passed} passed, {failed} failed" + (f", {n_skip} skipped" if n_skip else ''))
     return 1 if failed else 0
 

@@ -27,3 +27,32 @@ def test_units_once_and_one_engine_at_a_time():
 def test_engine_files_are_the_units_files():
     assert run_all.REAL_ENGINE_FILES == [f for files, _ in run_all.ENGINE_UNITS for f in files]
     assert all((Path(__file__).parent/f'{n}.py').exists() for n in run_all.REAL_ENGINE_FILES)
+
+def test_groups_cover_every_file_once_and_balance():
+    secs = {'tests/a.py': 500, 'tests/b.py': 400, 'tests/c.py': 260, 'tests/d.py': 200, 'tests/e.py': 140, 'tests/f.py': 60}
+    files = sorted(secs) + ['tests/new.py']                    # a file the table does not name counts DEFAULT_S
+    groups = run_all.group_files(files, secs, target_s=300)
+    assert sorted(f for g in groups for f in g) == files
+    assert len(groups) == round((sum(secs.values()) + run_all.DEFAULT_S) / 300) == 5
+    load = sorted(sum(secs.get(f, run_all.DEFAULT_S) for f in g) for g in groups)
+    assert load[-1] == 500 and load[0] >= 200, load            # the longest file alone; none left nearly empty
+    assert all(g == sorted(g) for g in groups)
+    assert run_all.group_files(['tests/x.py'], {}, target_s=300) == [['tests/x.py']]
+
+def test_lanes_take_the_longest_job_first():
+    secs = {'nbs/a.ipynb': 30, 'nbs/b.ipynb': 250, 'tests/x.py': 100, 'tests/y.py': 200}
+    jobs = [['nbs/a.ipynb'], ['nbs/b.ipynb'], ['tests/x.py', 'tests/y.py'], ['nbs/unknown.ipynb']]
+    assert run_all.longest_first(jobs, secs) == [['tests/x.py', 'tests/y.py'], ['nbs/b.ipynb'], ['nbs/a.ipynb'], ['nbs/unknown.ipynb']]
+
+def test_durations_table_names_existing_jobs():
+    "The committed table is what orders the lanes: it names notebooks and test files that exist (a stale name only misleads)."
+    secs = run_all.load_durations()
+    root = Path(__file__).resolve().parents[1]
+    assert secs and all((root/k).exists() for k in secs), [k for k in secs if not (root/k).exists()]
+
+def test_junit_seconds_sum_per_file(tmp_path):
+    x = tmp_path/'j.xml'
+    x.write_text('<testsuites><testsuite><testcase classname="tests.test_a" name="t1" time="1.5"/>'
+                 '<testcase classname="tests.test_a" name="t2" time="2"/><testcase classname="" name="x" time="0"/><testcase classname="tests.test_b" name="t" time="0.25"/>'
+                 '</testsuite></testsuites>')
+    assert run_all.junit_seconds(x) == {'tests/test_a.py': 3.5, 'tests/test_b.py': 0.25}

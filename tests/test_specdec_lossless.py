@@ -170,8 +170,9 @@ def test_exact_smollm2_bf16():
     from eagle_nb.eval import load_eval_prompts
     eagle = _eagle_smollm2(t)
     dec = TargetDecoder(t, eagle.config.aux_layer_ids)
-    # HumanEval/0 and /1 part from plain greedy at a bf16 tie without exact=True (measured on a 2-core Xeon with AMX), /2 does not
-    for p in load_eval_prompts('humaneval', t.tokenizer, 3, None):
+    # HumanEval/0 and /1 part from plain greedy at a bf16 tie without exact=True (measured on a 2-core Xeon with AMX); a third
+    # prompt that does not part cost a third of the test's time (200 s on a Zen 3, where bf16 is emulated) and covered nothing new
+    for p in load_eval_prompts('humaneval', t.tokenizer, 2, None):
         ref = generate_plain(t, p.input_ids, 64)
         for cfg in [SpecConfig(num_steps=3, max_new_tokens=64, exact=True), SpecConfig(num_steps=4, max_new_tokens=64, exact=True, min_draft_prob=0.3)]:
             assert speculative_generate(t, NGramDrafter(t.vocab_size), p.input_ids, cfg).tokens == ref, (p.id, cfg)
