@@ -294,7 +294,7 @@ def main():
             return
         tag = 'rest' if len(groups) == 1 else f'rest-{groups.index(files) + 1}'
         t0 = time.time()
-        res = run_pytest(tag, files, a, env=None if a.serial else one_thread)
+        res = run_pytest(tag, files, a, stream=a.serial, env=None if a.serial else one_thread)   # in lanes, printed when done
         runs.append(res)
         print(f"\n==== pytest: {tag} ({len(files)} files, {time.time() - t0:.0f}s) ====\n{res[2]}", flush=True)
         xml = ROOT/'.pytest_cache'/f'junit-{tag}.xml'
