@@ -11,8 +11,8 @@ import yaml
 from .core import EagleNbError, project_dir, runs_dir, atomic_write, atomic_write_json, read_json
 
 # %% auto #0
-__all__ = ['load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'svg_bars', 'svg_line', 'write_index',
-           'run_pipeline', 'probe_rates', 'estimate_profile', 'demo_main']
+__all__ = ['PROBE_CELL_S', 'load_profile', 'notebook_parameters', 'report_notebook', 'run_stage', 'svg_bars', 'svg_line',
+           'write_index', 'run_pipeline', 'probe_rates', 'estimate_profile', 'demo_main']
 
 # %% ../nbs/06_pipeline.ipynb #bcb9a742
 def _profile_path(name_or_path: str, root: Path|None, near: Path|None = None) -> Path:
@@ -165,7 +165,9 @@ def report_notebook(src: Path, dst: Path, skip_flags=('slow', 'cuda')) -> Path:
     atomic_write(dst, json.dumps(nb, indent=1))
     return dst
 
-def run_stage(stage: dict, idx: int, run_dir: Path, ctx: dict, nbs: Path, log=print) -> dict:
+def run_stage(stage: dict, idx: int, run_dir: Path, ctx: dict, nbs: Path, log=print,
+              cell_timeout: float|None = None,   # seconds a cell may take (papermill's execution_timeout); None: no limit
+             ) -> dict:
     "Execute one stage with papermill (or skip it when already done); return its metrics."
     import papermill as pm
     name = stage['name']; src = nbs/stage['notebook']
@@ -183,7 +185,7 @@ def run_stage(stage: dict, idx: int, run_dir: Path, ctx: dict, nbs: Path, log=pr
     t0 = time.time(); status, error = 'ok', None
     try:
         pm.execute_notebook(str(report_notebook(src, run_dir/'_src'/src.name)), str(out_nb), parameters=params, cwd=str(nbs), kernel_name='python3',
-                            progress_bar=False, log_output=False, report_mode=False)
+                            progress_bar=False, log_output=False, report_mode=False, execution_timeout=cell_timeout)
     except Exception as e:
         status, error = 'failed', f'{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ""}'
     dt = time.time() - t0
@@ -425,6 +427,8 @@ def _measured_rates(ref: Path|None) -> dict:
     out['diagnose_s'] = run['stages'].get('diagnose', {}).get('seconds')
     return out
 
+PROBE_CELL_S = 600.0   # a probe's stage cell that runs longer than this is taken for a stalled kernel (its cells take seconds)
+
 def probe_rates(data: str|Path,            # the prepared dataset
                 target,                    # the loaded Target
                 extract_config,            # the extract stage's ExtractConfig (layers, dtype)
@@ -459,10 +463,17 @@ def probe_rates(data: str|Path,            # the prepared dataset
                                train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
             if diagnose is not None:   # its store parameter, filled with the scratch folder as run_dir, is the probe's store
                 stage, ctx, nbs = diagnose
-                try:
-                    m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None)
-                    out.update(diagnose_s=m['seconds'], diagnose_basis=f'probe: the stage run on the {samples}-window scratch store')
-                except EagleNbError as e: out.update(diagnose_basis=f'not measured: the probe run failed ({str(e)[:120]})')
+                # A cell limit and one retry: a kernel that stopped answering (idle, no execute_reply) once held a
+                # fresh-clone make test for 35 minutes here; the probe's cells take seconds
+                for attempt in (1, 2):
+                    try:
+                        m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None, cell_timeout=PROBE_CELL_S)
+                        out.update(diagnose_s=m['seconds'], diagnose_basis=f'probe: the stage run on the {samples}-window scratch store')
+                        break
+                    except EagleNbError as e:
+                        out.update(diagnose_basis=f'not measured: the probe run failed ({str(e)[:120]})')
+                        for f in scratch.glob('00_*'):
+                            if f.is_file(): f.unlink()   # its outputs, so the retry runs afresh
         if eval_params is not None:
             first = str(eval_params.get('prompts', 'humaneval')).split(',')[0]
             prompts = load_eval_prompts(first, target.tokenizer, 1, str(data))

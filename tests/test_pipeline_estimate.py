@@ -170,3 +170,19 @@ def test_an_auto_limit_is_not_sized_for_other_stages(tmp_path, monkeypatch):
     monkeypatch.setattr(pl, 'estimate_profile', lambda *a, **k: ran.append('estimate') or pytest.fail('stop here'))
     with pytest.raises(pytest.fail.Exception, match='stop here'): pl.run_pipeline(str(prof), run_dir=tmp_path/'run2', stages=['prepare'])
     assert ran[-1] == 'estimate'
+
+
+def test_a_cell_limit_turns_a_stalled_stage_into_a_failure(tmp_path):
+    "`run_stage(cell_timeout=)`: a cell past the limit fails the stage (named, nothing marked done) instead of waiting forever."
+    import nbformat
+    from eagle_nb.pipeline import run_stage
+    nbs = tmp_path/'nbs'; nbs.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('seconds: float = 0.0  # how long to sleep', metadata={'tags': ['parameters']}),
+                                         nbformat.v4.new_code_cell('import time; time.sleep(seconds)')])
+    nb.metadata['kernelspec'] = dict(name='python3', display_name='python3', language='python')
+    nbformat.write(nb, nbs/'sleep.ipynb')
+    stage, run = dict(name='sleep', notebook='sleep.ipynb', parameters=dict(seconds=60.0)), tmp_path/'run'; run.mkdir()
+    with pytest.raises(EagleNbError, match='stage sleep failed.*(Timeout|timed out)'):
+        run_stage(stage, 0, run, {}, nbs, log=lambda *a: None, cell_timeout=3)
+    assert not (run/'00_sleep.done').exists() and json.loads((run/'00_sleep.metrics.json').read_text())['status'] == 'failed'
+    assert run_stage(dict(stage, parameters=dict(seconds=0.1)), 0, run, {}, nbs, log=lambda *a: None, cell_timeout=30)['status'] == 'ok'
