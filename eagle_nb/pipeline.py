@@ -465,15 +465,13 @@ def probe_rates(data: str|Path,            # the prepared dataset
                 stage, ctx, nbs = diagnose
                 # A cell limit and one retry: a kernel that stopped answering (idle, no execute_reply) once held a
                 # fresh-clone make test for 35 minutes here; the probe's cells take seconds
-                for attempt in (1, 2):
+                for _ in range(2):   # a failed stage writes no .done: the second run starts afresh
                     try:
                         m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None, cell_timeout=PROBE_CELL_S)
                         out.update(diagnose_s=m['seconds'], diagnose_basis=f'probe: the stage run on the {samples}-window scratch store')
                         break
                     except EagleNbError as e:
                         out.update(diagnose_basis=f'not measured: the probe run failed ({str(e)[:120]})')
-                        for f in scratch.glob('00_*'):
-                            if f.is_file(): f.unlink()   # its outputs, so the retry runs afresh
         if eval_params is not None:
             first = str(eval_params.get('prompts', 'humaneval')).split(',')[0]
             prompts = load_eval_prompts(first, target.tokenizer, 1, str(data))

@@ -287,6 +287,9 @@ def main():
     groups = [rest_files if engines else ['tests']] if a.serial else group_files(rest_files, seconds)
     one_thread = {'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')}
     runs, took = [], {}
+    def timed(tag):   # what each file of one pytest process took, from its junit file (run_pytest names it)
+        xml = ROOT/'.pytest_cache'/f'junit-{tag}.xml'
+        if xml.exists(): took.update(junit_seconds(xml))
     def run_job(files):
         if files[0].endswith('.ipynb'):
             path, ok, dt = run_nb((ROOT/files[0], flags))
@@ -297,8 +300,7 @@ def main():
         res = run_pytest(tag, files, a, stream=a.serial, env=None if a.serial else one_thread)   # in lanes, printed when done
         runs.append(res)
         print(f"\n==== pytest: {tag} ({len(files)} files, {time.time() - t0:.0f}s) ====\n{res[2]}", flush=True)
-        xml = ROOT/'.pytest_cache'/f'junit-{tag}.xml'
-        if xml.exists(): took.update(junit_seconds(xml))
+        timed(tag)
     lanes = min(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=lanes) as ex:
         if a.serial:   # the notebooks two at a time, then one pytest process
@@ -309,8 +311,7 @@ def main():
         for files, res, dt in [u for f in engines for u in f.result()]:
             runs.append(res)
             print(f"\n==== pytest: real engines ({', '.join(files)}: {dt:.0f}s) ====\n{res[2]}", flush=True)
-            xml = ROOT/'.pytest_cache'/f'junit-engines-{files[0]}.xml'
-            if xml.exists(): took.update(junit_seconds(xml))
+            timed(f'engines-{files[0]}')
     pool.shutdown()
     n_pass, n_fail, n_skip = (sum(counts[k] for _, counts, _ in runs) for k in range(3))
     passed = sum(ok for _, ok, _ in results) + n_pass
