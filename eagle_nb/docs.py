@@ -4,14 +4,15 @@
 
 # %% ../nbs/07_docs.ipynb #6f5eeb46
 from __future__ import annotations
-import argparse, html, json, os, re, shutil, time
+import argparse, html, json, os, re, shutil, sys, time
 from pathlib import Path
 
 import yaml
 from .core import EagleNbError, project_dir, atomic_write, sha256_file
 
 # %% auto #0
-__all__ = ['site_sidebar', 'notebook_title', 'has_outputs', 'execute_notebook', 'build_site', 'build_readme', 'docs_main']
+__all__ = ['site_sidebar', 'notebook_title', 'has_outputs', 'execute_notebook', 'build_site', 'check_notebook', 'build_readme',
+           'docs_main']
 
 # %% ../nbs/07_docs.ipynb #736ee9c4
 def _root(root: Path|None = None) -> Path:
@@ -41,25 +42,34 @@ def notebook_title(nb: dict, default: str) -> str:
 # %% ../nbs/07_docs.ipynb #022ad959
 def has_outputs(nb: dict) -> bool: return any(c.get('outputs') for c in nb['cells'] if c['cell_type'] == 'code')
 
-def execute_notebook(src: Path, dst: Path, skip_flags=('slow', 'cuda')) -> Path:
-    "Run `src` like `nbdev_test` does (cwd = its folder, flagged cells skipped) and save it with outputs to `dst`."
+def execute_notebook(src: Path, dst: Path, skip_flags=('slow', 'cuda'),
+                     as_test: bool = False,   # in nbdev_test's environment (IN_TEST=1, the checkout on sys.path); a failure prints its traceback
+                    ) -> Path|None:
+    """Run `src` as `nbdev_test` does (cwd = its folder; cells flagged `skip_flags`, `#| eval: false` cells and cells that call
+    nbdev's export skipped; a notebook whose front matter says `skip_exec` is not run: None) and save it with outputs to `dst`."""
     from nbdev.process import NBProcessor
     from nbdev.frontmatter import FrontmatterProc
     from execnb.shell import CaptureShell
-    from execnb.nbio import write_nb
     from fastcore.xtras import working_directory
     src = Path(src).resolve()
     nb = NBProcessor(src, procs=FrontmatterProc, process=True).nb
+    if str(getattr(nb, 'frontmatter_', {}).get('skip_exec', '')).lower() in ('true', '1', 'yes'): return None
     def _skip(cell):
-        if cell.cell_type != 'code': return True
+        if cell.cell_type != 'code' or 'nbdev_export' + '(' in cell.source: return True
         d = getattr(cell, 'directives_', {}) or {}
         if [str(v).lower() for v in d.get('eval:', d.get('eval', []))] == ['false']: return True   # `#| eval: false`, as nbdev_test skips it
         return set(skip_flags) & set(d.keys())
     os.environ.setdefault('EAGLE_NB_PROGRESS', '0')
+    if as_test:
+        os.environ['IN_TEST'] = '1'
+        root = project_dir(src.parent) or src.parent
+        if str(root) not in sys.path: sys.path.insert(0, str(root))
     shell = CaptureShell(src)
     with working_directory(src.parent):
         try: shell.run_all(nb, exc_stop=True, preproc=_skip)
-        except Exception as e: raise EagleNbError(f"docs: {src.name} failed to execute ({type(e).__name__}: {e}); run `nbdev_test --path {src}`") from None
+        except Exception as e:
+            if as_test: sys.stderr.write(shell.prettytb(fname=src) + '\n')
+            raise EagleNbError(f"docs: {src.name} failed to execute ({type(e).__name__}: {e}); run `nbdev_test --path {src}`") from None
     # nbdev's reader strips `#|` directives from sources; put the outputs back into the untouched notebook
     raw = json.loads(src.read_text())
     code = [c for c in raw['cells'] if c['cell_type'] == 'code']
@@ -207,6 +217,27 @@ def build_site(root: Path|None = None,  # the checkout (default: found from the 
             (out/pages[f]).write_text(_page(title, _render_body(proc/f, base_url), titled, pages[f], site_title))
     if verbose: print(f'site: {len(files)} pages in {out} ({time.time()-t0:.0f}s)')
     return out
+
+# %% ../nbs/07_docs.ipynb #594ad498
+def check_notebook(src: Path,             # the notebook
+                  flags=(),              # flags of cells to run that the project skips by default (settings.ini `tst_flags`)
+                  exec_dir: Path|None = None,   # where the executed copy is kept (default: the checkout's `_exec/`)
+                 ) -> float:
+    """`nbdev_test --path src --flags ...` for one notebook, keeping what it ran: the executed copy goes to the site's cache
+    with the stamp `build_site` checks, so the site is not executed again. The seconds it took; a failure raises (the
+    cell's traceback on stderr) and caches nothing."""
+    from nbdev.config import get_config
+    t0, src = time.time(), Path(src).resolve()
+    root = project_dir(src.parent) or src.parent
+    skip = set(get_config(path=root).tst_flags.split()) - set(flags)
+    exec_dir = Path(exec_dir or root/'_exec'); exec_dir.mkdir(exist_ok=True)
+    dst, stamp = exec_dir/src.name, exec_dir/(src.name + '.sha')
+    stamp.unlink(missing_ok=True)                   # a stale copy is never taken for this run's
+    sha = _sha(src)
+    if execute_notebook(src, dst, skip_flags=tuple(skip), as_test=True) is not None:
+        _no_reexec(dst)
+        if _sha(src) == sha: stamp.write_text(sha)  # the notebook was not edited while it ran
+    return time.time() - t0
 
 # %% ../nbs/07_docs.ipynb #73feda7c
 def build_readme(root: Path|None = None, execute: bool = True) -> Path:

@@ -144,14 +144,19 @@ def settings_problems(nbs=NBS, table=None, profiles=None) -> list[str]:
                 probs.append(f"{Path(prof).name}: stage {st['name']}: `{k}` is not a parameter of {st['notebook']}")
     return probs
 
+NB_TEST = ('import sys; from eagle_nb.docs import check_notebook; '
+           'print(f"- Completed {sys.argv[1]} ({check_notebook(sys.argv[1], sys.argv[2].split()):.0f}s)")')
+
 def run_nb(args):
-    """nbdev_test one notebook in its own process (state never leaks between notebooks).
+    """nbdev_test one notebook in its own process (state never leaks between notebooks), through `eagle_nb.docs.check_notebook`:
+    nbdev_test's own run of it, whose executed copy the site's cache keeps, so the docs test builds the site without executing
+    every notebook a second time (in fast mode, skipping the `slow` cells: 150-400 s of a fresh clone's make test).
     Two notebooks run at once on a 2-core machine, so each gets one OpenMP thread: two processes with two
     spinning OpenMP threads each run 10-100x slower than with one."""
     path, flags = args
     t0 = time.time()
-    cmd = [str(BIN/'nbdev_test'), '--path', str(path), '--do_print'] + (['--flags', ' '.join(flags)] if flags else [])
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'EAGLE_NB_PROGRESS': '0', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')})
+    cmd = [sys.executable, '-c', NB_TEST, str(path), ' '.join(flags)]
+    r = subprocess.run(cmd, cwd=ROOT/'nbs', capture_output=True, text=True, env={**os.environ, 'EAGLE_NB_PROGRESS': '0', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')})
     if r.returncode: print(r.stdout[-6000:], r.stderr[-6000:], sep='\n', flush=True)
     return str(path), r.returncode == 0, time.time() - t0
 
@@ -164,6 +169,32 @@ ENGINE_UNITS = [(['test_sglang_real_cli', 'test_sglang_real_vs_vllm', 'test_vllm
                 (['test_sglang_real_faults'], 'sglang'), (['test_sglang_real'], 'sglang'), (['test_sglang_real_export'], 'sglang'),
                 (['test_engine_server_signals'], None)]
 REAL_ENGINE_FILES = [f for files, _ in ENGINE_UNITS for f in files]
+DOCS_TEST = 'test_docs_browser'   # builds the site: after the notebooks, whose executed copies it uses
+
+
+class JobQueue:
+    """Jobs (each a list of the files it runs) taken in their order by workers; `needs`: {a job's first file: the files of the
+    jobs that must have finished before it is taken}. A worker that finds no job ready waits for one to finish."""
+    def __init__(self, jobs, needs: dict[str, list[str]]|None = None):
+        import threading
+        self.todo, self.needs, self.finished, self.cv = list(jobs), needs or {}, set(), threading.Condition()
+
+    def take(self):
+        with self.cv:
+            while self.todo:
+                i = next((i for i, j in enumerate(self.todo) if set(self.needs.get(j[0], ())) <= self.finished), None)
+                if i is not None: return self.todo.pop(i)
+                self.cv.wait()
+            return None
+
+    def done(self, job):
+        with self.cv: self.finished.update(job); self.cv.notify_all()
+
+    def work(self, run):
+        "Run jobs with `run(files)` until none is left (a job that raises counts as finished: its result is reported by `run`)."
+        while (job := self.take()) is not None:
+            try: run(job)
+            finally: self.done(job)
 
 
 class EngineQueue:
@@ -273,7 +304,7 @@ def main():
     # one pytest process each, taken longest first by two lanes. One pytest process after the notebooks kept one core idle
     # most of the time (the tests on tiny models run one thread): 40 of 54 minutes on a Zen 3.
     seconds = load_durations()
-    rest_files = sorted(f'tests/{p.name}' for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES)
+    rest_files = sorted(f'tests/{p.name}' for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES + [DOCS_TEST])
     queue = EngineQueue(ENGINE_UNITS)
     def run_unit(names):   # a stale name fails pytest loudly, never dropped
         return run_pytest(f'engines-{names[0]}', [f'tests/{n}.py' for n in names], a)
@@ -284,7 +315,9 @@ def main():
     flags = [] if a.fast else ['slow']
     if torch.cuda.is_available(): flags.append('cuda')
     nbs = [f'nbs/{p.name}' for p in sorted(NBS.glob('*.ipynb')) if a.only in p.name]
-    groups = [rest_files if engines else ['tests']] if a.serial else group_files(rest_files, seconds)
+    docs = [f'tests/{DOCS_TEST}.py'] if (ROOT/'tests'/f'{DOCS_TEST}.py').exists() else []
+    # the docs test builds the site from the notebooks' executed copies (run_nb): a job of its own, after every notebook
+    groups = [rest_files + docs if engines else ['tests']] if a.serial else group_files(rest_files, seconds) + ([docs] if docs else [])
     one_thread = {'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')}
     runs, took = [], {}
     def timed(tag):   # what each file of one pytest process took, from its junit file (run_pytest names it)
@@ -305,7 +338,9 @@ def main():
     with ThreadPoolExecutor(max_workers=lanes) as ex:
         if a.serial:   # the notebooks two at a time, then one pytest process
             list(ex.map(run_job, [[n] for n in nbs])); run_job(groups[0])
-        else: list(ex.map(run_job, longest_first([[n] for n in nbs] + groups, seconds)))
+        else:
+            jobs = JobQueue(longest_first([[n] for n in nbs] + groups, seconds), needs={docs[0]: nbs} if docs else None)
+            for f in [ex.submit(jobs.work, run_job) for _ in range(lanes)]: f.result()
     if engines:
         engines.append(pool.submit(queue.work, run_unit))
         for files, res, dt in [u for f in engines for u in f.result()]:

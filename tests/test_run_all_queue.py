@@ -1,4 +1,4 @@
-"tests/run_all.py's engine queue: every unit runs once, and no two units of one engine run at the same time."
+"tests/run_all.py's queues: every engine unit runs once, no two units of one engine at the same time; a job waits for the jobs it needs."
 import sys, threading, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
@@ -56,3 +56,34 @@ def test_junit_seconds_sum_per_file(tmp_path):
                  '<testcase classname="tests.test_a" name="t2" time="2"/><testcase classname="" name="x" time="0"/><testcase classname="tests.test_b" name="t" time="0.25"/>'
                  '</testsuite></testsuites>')
     assert run_all.junit_seconds(x) == {'tests/test_a.py': 3.5, 'tests/test_b.py': 0.25}
+
+def test_a_job_waits_for_the_jobs_it_needs():
+    "The docs test builds the site from the notebooks' executed copies: taken only once every notebook job has finished."
+    jobs = [['tests/docs.py'], ['nbs/a.ipynb'], ['tests/x.py'], ['nbs/b.ipynb']]     # docs first in order: it must still wait
+    q, lock = run_all.JobQueue(jobs, needs={'tests/docs.py': ['nbs/a.ipynb', 'nbs/b.ipynb']}), threading.Lock()
+    ended, order, ended_before = [], [], {}
+    def run(files):
+        with lock: order.append(files[0]); ended_before[files[0]] = list(ended)
+        time.sleep(0.15 if files[0] == 'nbs/b.ipynb' else 0.05)
+        with lock: ended.append(files[0])
+    ws = [threading.Thread(target=q.work, args=(run,)) for _ in range(2)]
+    for w in ws: w.start()
+    for w in ws: w.join(timeout=10)
+    assert not any(w.is_alive() for w in ws)
+    assert sorted(ended) == sorted(j[0] for j in jobs)
+    assert {'nbs/a.ipynb', 'nbs/b.ipynb'} <= set(ended_before['tests/docs.py']), ended_before
+    assert order[:3] == ['nbs/a.ipynb', 'tests/x.py', 'nbs/b.ipynb'] and order[-1] == 'tests/docs.py', order   # the ready ones in their order
+
+def test_a_failed_job_still_counts_as_finished():
+    q = run_all.JobQueue([['nbs/a.ipynb'], ['tests/docs.py']], needs={'tests/docs.py': ['nbs/a.ipynb']})
+    ran = []
+    def run(files):
+        ran.append(files[0])
+        if files[0] == 'nbs/a.ipynb': raise RuntimeError('notebook failed')
+    try: q.work(run)
+    except RuntimeError: pass
+    q.work(run)                                # nothing waits forever on a job that failed
+    assert ran == ['nbs/a.ipynb', 'tests/docs.py']
+
+def test_the_docs_test_runs_after_the_notebooks():
+    assert (Path(__file__).parent/f'{run_all.DOCS_TEST}.py').exists()
