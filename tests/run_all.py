@@ -7,8 +7,8 @@
 3. `nbdev_test` on every notebook (cells flagged `slow` run too unless --fast; `cuda` only with a GPU);
 4. pytest on tests/: the real-engine files in processes of their own (ENGINE_UNITS), beside the notebooks and the other files.
 
-The notebooks and the other test files (in groups, one pytest process each) are jobs taken longest first by two lanes, with
-one OpenMP thread each; the real-engine units run beside them in a third. `--write-durations` records what each job took
+The notebooks and the other test files (in groups, one pytest process each) are jobs taken longest first by lanes
+(`default_lanes`: 3 on 2 cores), with one OpenMP thread each; the real-engine units run beside them in one more. `--write-durations` records what each job took
 (tests/durations.json, the only thing the order is read from).
 """
 import argparse, ast, hashlib, json, os, subprocess, sys, time, xml.etree.ElementTree as ET
@@ -267,6 +267,27 @@ def longest_first(jobs: list, seconds: dict[str, float]) -> list:
     "Jobs (each a list of the files it runs) in the order lanes take them: the longest expected first, ties by name."
     return sorted(jobs, key=lambda files: (-sum(seconds.get(f, DEFAULT_S) for f in files), files))
 
+def default_lanes(cpus: int|None = None) -> int:
+    """Lanes for the notebooks and test files: one per core, plus one on a machine of up to 4 cores, where the lanes' processes
+    wait on subprocesses, papermill kernels and servers, and the real-engine lane mostly on server start-ups (on 2 cores with two
+    lanes, `time make test` counted 1.44 cores busy on average, not counting the servers' orphaned workers)."""
+    cpus = cpus or os.cpu_count() or 1
+    return cpus + 1 if cpus <= 4 else cpus
+
+def cpu_ticks() -> tuple[int, int]|None:
+    "(busy, total) clock ticks of the whole machine since boot (/proc/stat), or None where there is none."
+    try: f = [int(x) for x in Path('/proc/stat').read_text().split('\n', 1)[0].split()[1:]]
+    except (OSError, ValueError): return None
+    idle = f[3] + (f[4] if len(f) > 4 else 0)        # idle + iowait
+    return sum(f[:8]) - idle, sum(f[:8])
+
+def cpu_use(before: tuple[int, int]|None) -> str:
+    "How busy the machine's cores were since `before` (`cpu_ticks()`): every process, the servers' workers included."
+    now = cpu_ticks()
+    if before is None or now is None or now[1] == before[1]: return 'CPU use not measured'
+    busy = (now[0] - before[0]) / (now[1] - before[1])
+    return f'the {os.cpu_count()} cores {busy:.0%} busy on average'
+
 def junit_seconds(xml: Path) -> dict[str, float]:
     "Seconds per test file (setup, call and teardown) in one pytest junit file."
     out = {}
@@ -280,10 +301,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--fast', action='store_true', help='skip `slow` notebook cells and pytest marked slow')
     ap.add_argument('--only', default='', help='only notebooks/tests whose name contains this')
+    ap.add_argument('--lanes', type=int, default=0, help='lanes for the notebooks and test files (default: default_lanes())')
     ap.add_argument('--serial', action='store_true', help='one pytest process after the notebooks (no real-engine process beside them)')
     ap.add_argument('--write-durations', action='store_true', help=f'record what each notebook and test file took in {DURATIONS.relative_to(ROOT)}')
     a = ap.parse_args()
-    t0 = time.time()
+    t0, ticks0 = time.time(), cpu_ticks()
     os.environ['EAGLE_NB_PROGRESS'] = '0'
     if not a.only:
         check_no_diff('nbdev_export leaves no diff', [str(BIN/'nbdev_export')], lambda: (ROOT/'eagle_nb').glob('*.py'))
@@ -301,7 +323,7 @@ def main():
     # ENGINE_UNITS each, started now beside the other jobs: a lone engine process kept this 2-core machine 0.9 busy, mostly
     # waiting on one server start-up at a time. A second engine worker joins when the other jobs are done.
     # The other jobs: each notebook (nbdev_test, a process of its own) and the other test files in groups of about GROUP_S,
-    # one pytest process each, taken longest first by two lanes. One pytest process after the notebooks kept one core idle
+    # one pytest process each, taken longest first by the lanes. One pytest process after the notebooks kept one core idle
     # most of the time (the tests on tiny models run one thread): 40 of 54 minutes on a Zen 3.
     seconds = load_durations()
     rest_files = sorted(f'tests/{p.name}' for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES + [DOCS_TEST])
@@ -334,7 +356,8 @@ def main():
         runs.append(res)
         print(f"\n==== pytest: {tag} ({len(files)} files, {time.time() - t0:.0f}s) ====\n{res[2]}", flush=True)
         timed(tag)
-    lanes = min(2, os.cpu_count() or 1)
+    lanes = a.lanes or default_lanes()
+    print(f'{lanes} lanes for the notebooks and test files, beside the real-engine units', flush=True)
     with ThreadPoolExecutor(max_workers=lanes) as ex:
         if a.serial:   # the notebooks two at a time, then one pytest process
             list(ex.map(run_job, [[n] for n in nbs])); run_job(groups[0])
@@ -352,7 +375,7 @@ def main():
     passed = sum(ok for _, ok, _ in results) + n_pass
     failed = sum(not ok for _, ok, _ in results) + n_fail
     print(f"\nfailed checks: {', '.join(n for n, ok, _ in results if not ok)}" if any(not ok for _, ok, _ in results) else '')
-    print(f"total time {time.time()-t0:.0f}s")
+    print(f"total time {time.time()-t0:.0f}s ({cpu_use(ticks0)})")
     if a.write_durations:
         DURATIONS.write_text(json.dumps(dict(sorted({**seconds, **{k: round(v, 1) for k, v in took.items()}}.items())), indent=1) + '\n')
         print(f'wrote {DURATIONS.relative_to(ROOT)} ({len(took)} jobs and files timed)')

@@ -87,3 +87,17 @@ def test_a_failed_job_still_counts_as_finished():
 
 def test_the_docs_test_runs_after_the_notebooks():
     assert (Path(__file__).parent/f'{run_all.DOCS_TEST}.py').exists()
+
+def test_lanes_fill_a_small_machine():
+    "One lane more than cores on a small machine, where the lanes' processes often wait on kernels and servers."
+    assert [run_all.default_lanes(c) for c in (1, 2, 4, 8, 16)] == [2, 3, 5, 8, 16]
+
+def test_cpu_use_sees_a_busy_core():
+    import os
+    assert run_all.cpu_use(None) == 'CPU use not measured'
+    t = run_all.cpu_ticks()
+    if t is None: return                                    # no /proc/stat: nothing to read
+    end = time.time() + 0.5
+    while time.time() < end: pass                            # this process keeps one core busy
+    busy = int(run_all.cpu_use(t).split('% busy')[0].split()[-1])
+    assert busy >= 50 / os.cpu_count(), busy                 # at least half of one core's share, whatever else runs
