@@ -8,7 +8,7 @@
 4. pytest on tests/: the real-engine files in processes of their own (ENGINE_UNITS), beside the notebooks and the other files.
 
 The notebooks and the other test files (in groups, one pytest process each) are jobs taken longest first by lanes
-(`default_lanes`: 3 on 2 cores), with one OpenMP thread each; the real-engine units run beside them in one more. `--write-durations` records what each job took
+(`default_lanes`: one per core), with one OpenMP thread each; the real-engine units run beside them in one more. `--write-durations` records what each job took
 (tests/durations.json, the only thing the order is read from).
 """
 import argparse, ast, hashlib, json, os, subprocess, sys, time, xml.etree.ElementTree as ET
@@ -268,11 +268,10 @@ def longest_first(jobs: list, seconds: dict[str, float]) -> list:
     return sorted(jobs, key=lambda files: (-sum(seconds.get(f, DEFAULT_S) for f in files), files))
 
 def default_lanes(cpus: int|None = None) -> int:
-    """Lanes for the notebooks and test files: one per core, plus one on a machine of up to 4 cores, where the lanes' processes
-    wait on subprocesses, papermill kernels and servers, and the real-engine lane mostly on server start-ups (on 2 cores with two
-    lanes, `time make test` counted 1.44 cores busy on average, not counting the servers' orphaned workers)."""
-    cpus = cpus or os.cpu_count() or 1
-    return cpus + 1 if cpus <= 4 else cpus
+    """Lanes for the notebooks and test files: one per core. One more on 2 cores was slower, not faster: the machine was already
+    saturated (vmstat: 0% idle from the first test to the last; `time make test`'s 1.44 cores busy left out the servers'
+    orphaned workers), every job ran longer, and a test with a 3-second limit failed under the extra contention."""
+    return max(1, cpus or os.cpu_count() or 1)
 
 def cpu_ticks() -> tuple[int, int]|None:
     "(busy, total) clock ticks of the whole machine since boot (/proc/stat), or None where there is none."
