@@ -8,8 +8,8 @@
 4. pytest on tests/: the real-engine files in processes of their own (ENGINE_UNITS), beside the notebooks and the other files.
 
 The notebooks and the other test files (in groups, one pytest process each) are jobs taken longest first by lanes
-(`default_lanes`: one per core), with one OpenMP thread each; the real-engine units run beside them in one more. `--write-durations` records what each job took
-(tests/durations.json, the only thing the order is read from).
+(`default_lanes`: one per core), with one OpenMP thread each; the real-engine units run beside them in one more.
+`--write-durations` records what each job took (tests/durations.json, the only thing the order is read from).
 """
 import argparse, ast, hashlib, json, os, subprocess, sys, time, xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -274,11 +274,11 @@ def default_lanes(cpus: int|None = None) -> int:
     return max(1, cpus or os.cpu_count() or 1)
 
 def cpu_ticks() -> tuple[int, int]|None:
-    "(busy, total) clock ticks of the whole machine since boot (/proc/stat), or None where there is none."
+    "(busy, total) clock ticks of the whole machine since boot (/proc/stat; time stolen by a hypervisor left out), or None."
     try: f = [int(x) for x in Path('/proc/stat').read_text().split('\n', 1)[0].split()[1:]]
     except (OSError, ValueError): return None
     idle = f[3] + (f[4] if len(f) > 4 else 0)        # idle + iowait
-    return sum(f[:8]) - idle, sum(f[:8])
+    return sum(f[:7]) - idle, sum(f[:7])              # user nice system idle iowait irq softirq
 
 def cpu_use(before: tuple[int, int]|None) -> str:
     "How busy the machine's cores were since `before` (`cpu_ticks()`): every process, the servers' workers included."
