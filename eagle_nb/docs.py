@@ -165,6 +165,18 @@ def _no_reexec(nb_path: Path):
             c['source'] = '#| eval: false\n' + src; changed = True
     if changed: atomic_write(nb_path, json.dumps(nb, indent=1))
 
+def _execute_into(src: Path, dst: Path, **kw) -> bool:
+    """Execute `src` into the site's cache as `dst` (`execute_notebook(src, dst, **kw)`), mark its example cells for the docs
+    (`_no_reexec`) and stamp it with the source's hash. An earlier stamp goes first, so a failure leaves none and a stale copy
+    is never taken; no stamp either if the source was edited while it ran. False: not run (`skip_exec`)."""
+    stamp = dst.with_name(dst.name + '.sha')
+    stamp.unlink(missing_ok=True)
+    sha = _sha(src)
+    if execute_notebook(src, dst, **kw) is None: return False
+    _no_reexec(dst)
+    if _sha(src) == sha: stamp.write_text(sha)
+    return True
+
 def build_site(root: Path|None = None,  # the checkout (default: found from the cwd)
                out: Path|None = None,   # output folder (default: `_docs/`)
                execute: bool = True,    # run notebooks that have no committed outputs
@@ -189,12 +201,9 @@ def build_site(root: Path|None = None,  # the checkout (default: found from the 
         nb = json.loads(src.read_text())
         stamp = exec_dir/(f + '.sha')
         if not (dst.exists() and stamp.exists() and stamp.read_text() == _sha(src)):
-            if has_outputs(nb) or not execute: shutil.copy2(src, dst)
-            else:
-                if verbose: print(f'executing {f} ...', flush=True)
-                execute_notebook(src, dst)
-            _no_reexec(dst)
-            stamp.write_text(_sha(src))
+            if execute and not has_outputs(nb) and verbose: print(f'executing {f} ...', flush=True)
+            if has_outputs(nb) or not execute or not _execute_into(src, dst):   # committed outputs, or not executed
+                shutil.copy2(src, dst); _no_reexec(dst); stamp.write_text(_sha(src))
     # 2. nbdev's processing (show_doc, hidden cells, directives) into _proc/
     from nbdev.serve import proc_nbs
     proc = proc_nbs(path=exec_dir, n_workers=0)
@@ -231,12 +240,7 @@ def check_notebook(src: Path,             # the notebook
     root = project_dir(src.parent) or src.parent
     skip = set(get_config(path=root).tst_flags.split()) - set(flags)
     exec_dir = Path(exec_dir or root/'_exec'); exec_dir.mkdir(exist_ok=True)
-    dst, stamp = exec_dir/src.name, exec_dir/(src.name + '.sha')
-    stamp.unlink(missing_ok=True)                   # a stale copy is never taken for this run's
-    sha = _sha(src)
-    if execute_notebook(src, dst, skip_flags=tuple(skip), as_test=True) is not None:
-        _no_reexec(dst)
-        if _sha(src) == sha: stamp.write_text(sha)  # the notebook was not edited while it ran
+    _execute_into(src, exec_dir/src.name, skip_flags=tuple(skip), as_test=True)
     return time.time() - t0
 
 # %% ../nbs/07_docs.ipynb #73feda7c

@@ -48,13 +48,10 @@ def flat_drafter(t):
     return ModelDrafter(t.model, t.vocab_size, logit_scale=0.5)   # the target itself, flattened: q != p, overlapping
 
 
-@contextlib.contextmanager
 def one_decoder(t):
     "One TargetDecoder for every run of a test (as a caller decoding many prompts keeps one): a decoder per call re-packs the"
     " target's weights for oneDNN each time (CPUs without native bf16), a third of these tests' time on a Zen 3."
-    dec = TargetDecoder(t)
-    try: yield dec
-    finally: dec.close()
+    return contextlib.closing(TargetDecoder(t))
 
 
 def pit_stat(t, cfg, runs, seed=0):
