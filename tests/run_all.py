@@ -37,9 +37,15 @@ ALIASES = {'target_name': 'target', 'model': 'target', 'target_dir': 'target', '
            'output_dir': 'out', 'store_dir': 'store', 'store_path': 'store', 'data_dir': 'data'}
 
 results = []  # (name, ok, detail)
+T0 = time.time()
+def stamp() -> str:
+    "Minutes:seconds since the run began, on each line that says a job ended (with its duration: when it ran, on which lane)."
+    m, s = divmod(int(time.time() - T0), 60)
+    return f'[{m:02d}:{s:02d}]'
+
 def record(name, ok, detail=''):
     results.append((name, ok, detail))
-    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f"  -- {detail}" if detail and not ok else ''), flush=True)
+    print(f"{stamp()} {'PASS' if ok else 'FAIL'}  {name}" + (f"  -- {detail}" if detail and not ok else ''), flush=True)
 
 def snapshot(paths):
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if p.is_file()}
@@ -304,7 +310,9 @@ def main():
     ap.add_argument('--serial', action='store_true', help='one pytest process after the notebooks (no real-engine process beside them)')
     ap.add_argument('--write-durations', action='store_true', help=f'record what each notebook and test file took in {DURATIONS.relative_to(ROOT)}')
     a = ap.parse_args()
+    global T0
     t0, ticks0 = time.time(), cpu_ticks()
+    T0 = t0
     os.environ['EAGLE_NB_PROGRESS'] = '0'
     if not a.only:
         check_no_diff('nbdev_export leaves no diff', [str(BIN/'nbdev_export')], lambda: (ROOT/'eagle_nb').glob('*.py'))
@@ -328,7 +336,9 @@ def main():
     rest_files = sorted(f'tests/{p.name}' for p in (ROOT/'tests').glob('test_*.py') if p.stem not in REAL_ENGINE_FILES + [DOCS_TEST])
     queue = EngineQueue(ENGINE_UNITS)
     def run_unit(names):   # a stale name fails pytest loudly, never dropped
-        return run_pytest(f'engines-{names[0]}', [f'tests/{n}.py' for n in names], a)
+        res = run_pytest(f'engines-{names[0]}', [f'tests/{n}.py' for n in names], a)
+        print(f"{stamp()} real-engine unit done: {', '.join(names)} ({sum(res[1])} tests)", flush=True)
+        return res
     pool = ThreadPoolExecutor(max_workers=2)
     engines = [] if a.serial else [pool.submit(queue.work, run_unit)]
 
@@ -353,7 +363,7 @@ def main():
         t0 = time.time()
         res = run_pytest(tag, files, a, stream=a.serial, env=None if a.serial else one_thread)   # in lanes, printed when done
         runs.append(res)
-        print(f"\n==== pytest: {tag} ({len(files)} files, {time.time() - t0:.0f}s) ====\n{res[2]}", flush=True)
+        print(f"\n{stamp()} ==== pytest: {tag} ({len(files)} files, {time.time() - t0:.0f}s) ====\n{res[2]}", flush=True)
         timed(tag)
     lanes = a.lanes or default_lanes()
     print(f'{lanes} lanes for the notebooks and test files, beside the real-engine units', flush=True)

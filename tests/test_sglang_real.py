@@ -3,14 +3,14 @@ final-state server, started once for this module through eagle_nb.engines.Engine
 
 Real: server info and preflight, the kernel stand-in being installed and never called, prefill rows equal to HF's
 hidden states (final and aux), a store that diagnoses as `match` against the HF backend, capture-mode mismatches
-refused. The fake server (tests/fake_sglang.py) still covers what a real one cannot be made to do: 5xx, timeouts, torn bodies."""
+refused, and last, the final-state server SIGKILLed mid-extraction and the run resumed against a fresh one. The fake server (tests/fake_sglang.py) still covers what a real one cannot be made to do: 5xx, timeouts, torn bodies."""
 import json, os
 import pytest
 import torch
 from sglang_real_helpers import prepare_smollm2_samples, hf_states, rel_err
 from eagle_nb.core import EagleNbError
 from eagle_nb.sglang import (SGLangClient, SGLangServerSource, server_info, preflight, server_layer_ids,
-                             start_extraction_servers, sglang_python, install_kernel_stand_in)
+                             start_extraction_servers, start_sglang_server, sglang_python, install_kernel_stand_in)
 
 pytestmark = pytest.mark.slow
 L, H, AUX = 30, 576, [2, 15, 27]
@@ -103,3 +103,47 @@ def test_capture_mode_mismatch_refused(servers, data, tmp_path):
     with pytest.raises(EagleNbError, match='--return-aux-hidden-state-layer-ids 2 14 26'):
         write_store(src, data, tmp_path/'y', WriteConfig(progress=False, verbose=False, probe_samples=0))
     src.close()
+
+
+class KillAfter(SGLangServerSource):
+    "The real source; the server is SIGKILLed once `after` samples came back (a crash mid-extraction)."
+    def __init__(self, *a, victim=None, after=2, **kw):
+        super().__init__(*a, **kw); self.victim, self.after = victim, after
+    def states(self, requests):
+        for i, s in enumerate(super().states(requests)):
+            yield s
+            if i + 1 == self.after: self.victim.kill()
+
+
+def test_kill_mid_extraction_then_resume(servers, tmp_path):
+    """Last in this module: it SIGKILLs the module's final-state server mid-extraction. The run stops with one line; a rerun
+    against a fresh server resumes, losing and duplicating nothing."""
+    from eagle_nb.extract import WriteConfig, write_store
+    from eagle_nb.store import HiddenStateStore, verify_store
+    from eagle_nb.data import TokenizedDataset
+    data = prepare_smollm2_samples(tmp_path/'ds', n=10)
+    ids = TokenizedDataset.open(data).ids
+    store = tmp_path/'store'
+    cfg = WriteConfig(progress=False, verbose=False, probe_samples=0)
+    s1 = servers[1]                                                       # the final-state server
+    src = KillAfter('smollm2-135m', [s1.url], layer_ids=None, concurrency=2, backoff=0.2, victim=s1, after=2, servers=[s1])
+    with pytest.raises(EagleNbError) as e:
+        write_store(src, data, store, cfg)
+    src.close()
+    msg = str(e.value)
+    assert '\n' not in msg and 'stopped answering' in msg and 'rerun the same command to resume' in msg
+    st = HiddenStateStore.open(store)
+    kept = st.sample_ids
+    assert 2 <= len(kept) < len(ids) and not st.manifest['complete']
+    before = {k: st.get(k)['final'].clone() for k in kept}
+    s2 = start_sglang_server('smollm2-135m', tmp_path/'sglang-2.log')
+    src = SGLangServerSource('smollm2-135m', [s2.url], layer_ids=None, servers=[s2])
+    try: rep = write_store(src, data, store, cfg)
+    finally: src.close()
+    assert not s2.alive()
+    assert rep.complete and rep.skipped == len(kept) and rep.stored == len(ids) - len(kept) and not rep.failed
+    st = HiddenStateStore.open(store)
+    assert sorted(st.sample_ids) == sorted(ids) and len(st.sample_ids) == len(set(st.sample_ids))        # nothing lost, nothing twice
+    assert verify_store(store).ok
+    for k in kept: assert torch.equal(st.get(k)['final'], before[k])                # the first run's samples untouched
+    assert all(rel_err(st.get(k)['final'], st.get(k)['aux'][:, 0]) == 0 for k in ids)
