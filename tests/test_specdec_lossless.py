@@ -39,16 +39,28 @@ def drafters(t, prompt, ref):
     return {'random': RandomDrafter(V, seed=len(prompt)), 'replay': ReplayDrafter(V, prompt, ref), 'ngram': NGramDrafter(V)}
 
 
-@pytest.mark.parametrize('cfg', [CHAIN, TREE, CHAIN_FLOOR, TREE_FLOOR], ids=['chain', 'tree', 'chain-floor', 'tree-floor'])
-def test_lossless_40_prompts_llama(cfg):
+@pytest.fixture(scope='module')
+def llama_40():
+    """A 4-layer tiny Llama and its plain greedy outputs for 40 prompts (24 tokens), computed once for the four configs below
+    (plain decoding does not depend on them): [(prompt, full output, stop ids, output with that stop)]."""
     t = tiny_target('llama', num_layers=4)
-    taus = {'random': [], 'replay': [], 'ngram': []}
+    cases = []
     for i, pr in enumerate(make_prompts(t, 40)):
-        full = generate_plain(t, pr, cfg.max_new_tokens, stop_ids=[])
+        full = generate_plain(t, pr, 24, stop_ids=[])
         # every other prompt: a stop token from the middle of the output, so a stop lands inside accepted runs
         stop = [full[len(full) // 2]] if i % 2 else []
-        ref = generate_plain(t, pr, cfg.max_new_tokens, stop_ids=stop)
+        ref = generate_plain(t, pr, 24, stop_ids=stop)
         if stop: assert ref == full[:full.index(stop[0]) + 1]
+        cases.append((pr, full, stop, ref))
+    return t, cases
+
+
+@pytest.mark.parametrize('cfg', [CHAIN, TREE, CHAIN_FLOOR, TREE_FLOOR], ids=['chain', 'tree', 'chain-floor', 'tree-floor'])
+def test_lossless_40_prompts_llama(cfg, llama_40):
+    t, cases = llama_40
+    assert cfg.max_new_tokens == 24                     # the fixture's plain outputs
+    taus = {'random': [], 'replay': [], 'ngram': []}
+    for i, (pr, full, stop, ref) in enumerate(cases):
         for name, d in drafters(t, pr, full).items():
             r = speculative_generate(t, d, pr, cfg, stop_ids=stop)
             assert r.tokens == ref, (i, name)
