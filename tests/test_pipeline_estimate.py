@@ -33,19 +33,23 @@ def test_shipped_full_profile_resolves():
     assert st['prepare']['limit'] == 0 and st['prepare']['out'] == '{run_dir}/data'
     assert st['train']['store'] == '{run_dir}/store' and st['train']['epochs'] >= 1
 
+@pytest.fixture(scope='module')
+def whole(tmp_path_factory):
+    """The estimate of a profile preparing 40 conversations (a pool of 40 held back), rates from a made-up finished run: its
+    prepare stage runs for real (papermill, ~20 s alone). Shared by test_estimate_profile and the `limit: auto` test, whose
+    sizing starts at 40."""
+    d = tmp_path_factory.mktemp('est')
+    run = d/'whole'
+    return d, estimate_profile(str(_auto_profile(d, 40)), run_dir=run, rates_from=_ref(d), log=lambda *a: None), run
+
 @pytest.mark.slow
-def test_estimate_profile(tmp_path):
-    ref = tmp_path/'ref'; (ref/'drafter').mkdir(parents=True); (ref/'eval').mkdir()
-    (ref/'run.json').write_text(json.dumps(dict(stages={'diagnose': dict(seconds=7.0)})))
-    (ref/'drafter'/'metrics.jsonl').write_text(''.join(json.dumps(dict(kind='train', step=i, tokens_per_s=100.0)) + '\n' for i in range(20)))
-    (ref/'eval'/'eval.json').write_text(json.dumps(dict(speed=dict(all=dict(plain_tokens_per_s=10.0, spec_tokens_per_s=20.0)))))
-    run = tmp_path/'run'
-    df = estimate_profile(str(_profile(tmp_path)), run_dir=run, rates_from=ref, log=lambda *a: None)
+def test_estimate_profile(whole):
+    _, df, run = whole
     assert (run/'00_prepare.done').exists()          # the prepare stage ran for real: the run resumes from it
     ds = TokenizedDataset.open(run/'data')
     assert df.loc['extract', 'tokens'] == sum(ds.lengths) and df.loc['extract', 'seconds'] > 0   # measured by the preflight probe
-    train = int(sum(min(n, 128) for n in ds.lengths) * 0.75 * 3)
-    assert df.loc['train', 'tokens'] == train and df.loc['train', 'seconds'] == pytest.approx(train / 100)
+    train = sum(min(n, 128) for n in ds.lengths) * 0.75 * 3                 # windows x the train share x epochs
+    assert df.loc['train', 'tokens'] == int(train) and df.loc['train', 'seconds'] == pytest.approx(train / 100)
     assert df.loc['eval', 'tokens'] == (3 + 2) * 10 and df.loc['eval', 'seconds'] == pytest.approx(50 / 10 + 50 / 20)
     doc = json.loads((run/'estimate.json').read_text())
     assert doc['total_s'] == pytest.approx(float(df['seconds'].sum())) and len(doc['stages']) == 4
@@ -120,14 +124,14 @@ def test_an_auto_limit_needs_a_budget_and_a_most():
         assert load_profile(str(_auto_profile(d, 'auto', budget_s=60, fit_limit=dict(max=40))))['stages'][0]['parameters']['limit'] == 'auto'
 
 @pytest.mark.slow
-def test_an_auto_limit_is_sized_to_the_budget(tmp_path, monkeypatch):
+def test_an_auto_limit_is_sized_to_the_budget(whole, tmp_path, monkeypatch):
     """The estimate at `fit_limit.max` conversations is over the budget: the limit shrinks to fit `fill` of it (growing again
     where the scaled limit lands well under), the data is prepared again at that limit (graded on the same held-out
     conversations, from the pool) and the run uses it."""
     import eagle_nb.pipeline as pl
     from eagle_nb.pipeline import _apply_fitted
     ref = _ref(tmp_path)
-    whole = estimate_profile(str(_auto_profile(tmp_path, 40)), run_dir=tmp_path/'whole', rates_from=ref, log=lambda *a: None)
+    whole_dir, whole, _ = whole
     budget = whole.attrs['total_s'] * 0.6 / 0.9            # 90% of it is 60% of what 40 conversations take
     prof, run, lines = _auto_profile(tmp_path, 'auto', budget_s=budget, fit_limit=dict(max=40, step=4)), tmp_path/'run', []
     df = estimate_profile(str(prof), run_dir=run, rates_from=ref, log=lines.append)
@@ -140,14 +144,14 @@ def test_an_auto_limit_is_sized_to_the_budget(tmp_path, monkeypatch):
     assert fit['total_s'] >= (1 - 0.03) * fit['target_s'] or min(over) <= n + 4 or len(fit['tried']) >= 4, fit['tried']
     assert fit['tried'][-1]['limit'] == n
     assert any(f'limit auto: {n:,} conversations' in str(l) for l in lines)
-    ds, ds40 = TokenizedDataset.open(run/'data'), TokenizedDataset.open(tmp_path/'whole'/'data')
+    ds, ds40 = TokenizedDataset.open(run/'data'), TokenizedDataset.open(whole_dir/'whole'/'data')
     assert ds.manifest['source']['limit'] == n and len(ds) < len(ds40)
     assert ds.manifest['heldout']['ids'] == ds40.manifest['heldout']['ids']             # the pool: the same held-out ones
     assert json.loads((run/'00_prepare.metrics.json').read_text())['parameters']['limit'] == n
     assert json.loads((run/'estimate.json').read_text())['fit_limit']['limit'] == n
     cfg = load_profile(str(prof))
     assert _apply_fitted(cfg, run) == n and cfg['stages'][0]['parameters']['limit'] == n   # what the run (and a resume) uses
-    assert _apply_fitted(load_profile(str(prof)), tmp_path/'whole') is None
+    assert _apply_fitted(load_profile(str(prof)), whole_dir/'whole') is None
     # a sizing cut short (no fit_limit.json, data prepared at some other limit) sizes again from `max`, never from that data:
     # its first try is at `max`, on the same data as the first sizing's first try (that try is all this needs: the search
     # after it is the one checked above, and each try prepares the data again, ~30 s here)

@@ -17,6 +17,7 @@ def test_kill9_then_resume_is_bit_identical(tmp_path):
     args = ['--store', store, *ARGS]
     ref = tmp_path/'ref'
     train_cli([*args, '--out', str(ref)])
+    assert not (ref/'profile.txt').exists()             # no --profile-steps, no profile (test_train_loss profiles)
     kill_at = random.Random().randint(4, 20)           # a random step (printed on failure)
     cut = tmp_path/'cut'
     p = subprocess.Popen([EAGLE_NB, 'train', *args, '--out', str(cut)], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
