@@ -98,9 +98,12 @@ def test_over_budget_still_trains_and_the_eval_is_bounded(tmp_path):
     "What stopped the first H200 run ('no time left to train'): over budget, the run trains its minimum and the eval, bounded by "
     "the deadline, gets what is left; the probe's profile of a training step and eval's of decoding come back beside the JSON."
     # train_safety ~0: the probed rate is counted on for (almost) nothing, so no step fits, as when the stages before overran
+    # TARGET: the same tiny trained Llama as TARGET=smoke (test_smoke_run_writes_measured_json trains it in the run), given as
+    # an HF directory, the tests' own copy trained once: training it again cost 13-25 s here
+    from train_helpers import smoke_target_dir
     r = subprocess.run(['bash', str(SCRIPT), '--set', 'train_safety=0.000001', '--set', 'profile_steps=1', '--set', 'probe_steps=3',
                         '--set', 'profile_eval=1'],
-                       env=_env(tmp_path, SCALE='smoke', TARGET='smoke', DATA='smoke'), capture_output=True, text=True, timeout=300)
+                       env=_env(tmp_path, SCALE='smoke', TARGET=smoke_target_dir(), DATA='smoke'), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
     assert 'over budget' in r.stdout and 'training 3 anyway' in r.stdout
     doc = json.loads((tmp_path/'out'/'gpu_oneshot.json').read_text())

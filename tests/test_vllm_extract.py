@@ -90,11 +90,12 @@ def _kill_when_storing(store_dir, srv, after_s=1.5, done=None):
     return th
 
 def test_servers_killed_mid_extraction_failover_then_one_line(server, data, target, tmp_path):
-    """Two servers, each SIGKILLed mid-run in turn: after the first dies the run fails over to the second, which stores the
-    samples the first dropped; when the second dies too the run stops with one clear line, and the samples stored so far are
-    kept: a valid store, nothing twice. (Resuming a store cut short is the writer's, one for every engine: tested on real
-    SGLang, test_sglang_real.py, and by kill -9 of the writer, test_extract_kill_resume.py; sharing this run's second
-    server's start with a resume would take a third server start, minutes of both cores here.)"""
+    """Two servers, each SIGKILLed mid-run in turn: after the first dies the run fails over to the second and goes on storing
+    (the second is killed only once a shard has been written after the first died, so both being dropped says it did); when
+    the second dies too the run stops with one clear line, and the samples stored so far are kept: a valid store, nothing
+    twice. A resume would need a third server start (minutes of both cores here); resuming a store cut short is the
+    writer's, the same for every engine: tested on real SGLang (test_sglang_real.py) and by kill -9 of the writer
+    (test_extract_kill_resume.py)."""
     from eagle_nb.extract import WriteConfig, write_store
     from eagle_nb.vllm import VllmSource, start_vllm_server
     from eagle_nb.store import HiddenStateStore, verify_store

@@ -14,10 +14,14 @@ def _code_hash() -> str:
         h.update((ROOT/'eagle_nb'/f'{m}.py').read_bytes())
     return h.hexdigest()[:12]
 
-def smoke_store(n_samples: int = 48, topk: int = 0) -> str:
-    "Path of a smoke store (built once per code version, shared by test files and runs; file-locked)."
+def _smoke_base() -> Path:
     base = Path(tempfile.gettempdir())/f'eagle_nb_test_smoke_{os.getuid()}_{_code_hash()}'
     base.mkdir(parents=True, exist_ok=True)
+    return base
+
+def smoke_store(n_samples: int = 48, topk: int = 0) -> str:
+    "Path of a smoke store (built once per code version, shared by test files and runs; file-locked)."
+    base = _smoke_base()
     path = base/f'store-{n_samples}-top{topk}'
     with open(base/'.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -26,6 +30,16 @@ def smoke_store(n_samples: int = 48, topk: int = 0) -> str:
         from eagle_nb.train import make_smoke_store, smoke_target
         make_smoke_store(path, target=str(smoke_target(base/'target')), n_samples=n_samples, topk=topk)
     return str(path)
+
+def smoke_target_dir() -> str:
+    "The smoke stores' tiny trained Llama as an HF directory (`eagle_nb.train.smoke_target`, trained once; file-locked)."
+    base = _smoke_base()
+    with open(base/'.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        import torch
+        torch.set_num_threads(1)
+        from eagle_nb.train import smoke_target
+        return str(smoke_target(base/'target'))
 
 def free_port() -> int:
     with socket.socket() as s:
