@@ -2,7 +2,7 @@
 import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]/'tools'))
-from pip_install import pip_settings
+from pip_install import pip_config, pip_settings
 
 
 def test_pip_sources_become_uv_flags(tmp_path):
@@ -18,3 +18,4 @@ def test_pip_sources_become_uv_flags(tmp_path):
                                      '--constraint', str(cons)]
     assert pip_settings("global.no-index='true'") == ['--no-index']
     assert pip_settings('') == []
+    assert pip_config(listing)['cert'] == '/etc/ssl/certs/ca-certificates.crt' and pip_config(listing)['default-timeout'] == '180'

@@ -18,17 +18,21 @@ FLAGS = {'find-links': '--find-links', 'index-url': '--index-url', 'extra-index-
          'constraint': '--constraint'}
 
 
-def pip_settings(listing: str) -> list[str]:
-    "uv flags for the package sources in `pip config list` output (`scope.key='value'` lines; later scopes win, as in pip)."
+def pip_config(listing: str) -> dict[str, str]:
+    "{key: value} of `pip config list` output (`scope.key='value'` lines); a later scope wins, as in pip."
     got = {}
     for line in listing.splitlines():
         key, sep, value = line.partition('=')
         if not sep: continue
-        name = key.rsplit('.', 1)[-1]
         try: value = ' '.join(shlex.split(value))
         except ValueError: value = value.strip("'\"")
-        if name in FLAGS or name == 'no-index': got[name] = value
-    out = []
+        got[key.rsplit('.', 1)[-1]] = value
+    return got
+
+
+def pip_settings(listing: str) -> list[str]:
+    "uv flags for the package sources in `pip config list` output."
+    got, out = pip_config(listing), []
     for name, flag in FLAGS.items():
         for v in got.get(name, '').split():
             u = urlparse(v)
@@ -47,7 +51,7 @@ def main(args: list[str]) -> int:
         if uv.exists() or subprocess.run([*pip, 'install', '-q', UV]).returncode == 0:
             listing = subprocess.run([*pip, 'config', 'list'], capture_output=True, text=True).stdout
             cmd = [str(uv), 'pip', 'install', '--python', py, '--compile-bytecode', '--index-strategy', 'unsafe-best-match', *pip_settings(listing), *args]
-            cert = next((l.partition('=')[2].strip("'\"") for l in listing.splitlines() if l.partition('=')[0].endswith('.cert')), None)
+            cert = pip_config(listing).get('cert')
             env = {**os.environ, **({'SSL_CERT_FILE': cert} if cert and Path(cert).exists() else {})}   # pip's CA bundle
             if subprocess.run(cmd, env=env).returncode == 0: return 0
             print(f'uv could not install {" ".join(args)}; pip installs it instead', file=sys.stderr)
