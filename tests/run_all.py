@@ -310,9 +310,7 @@ def main():
     ap.add_argument('--serial', action='store_true', help='one pytest process after the notebooks (no real-engine process beside them)')
     ap.add_argument('--write-durations', action='store_true', help=f'record what each notebook and test file took in {DURATIONS.relative_to(ROOT)}')
     a = ap.parse_args()
-    global T0
-    t0, ticks0 = time.time(), cpu_ticks()
-    T0 = t0
+    t0, ticks0 = T0, cpu_ticks()          # the run's start: the stamps count from it
     os.environ['EAGLE_NB_PROGRESS'] = '0'
     if not a.only:
         check_no_diff('nbdev_export leaves no diff', [str(BIN/'nbdev_export')], lambda: (ROOT/'eagle_nb').glob('*.py'))
