@@ -98,5 +98,8 @@ def test_cpu_use_sees_a_busy_core():
     if t is None: return                                    # no /proc/stat: nothing to read
     end = time.time() + 0.5
     while time.time() < end: pass                            # this process keeps one core busy
-    busy = int(run_all.cpu_use(t).split('% busy')[0].split()[-1])
+    line = run_all.cpu_use(t)
+    busy = int(line.split('% busy')[0].split()[-1])
     assert busy >= 50 / os.cpu_count(), busy                 # at least half of one core's share, whatever else runs
+    core_s = float(line.split(', ')[-1].split()[0].replace(',', ''))
+    assert 0.25 <= core_s < 0.5 * os.cpu_count() + 1, line   # this process's half second at least half counted, no more than every core
