@@ -17,11 +17,12 @@ from .target import TargetInfo
 
 # %% auto #0
 __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_FLAGS', 'SOURCE_ARGS', 'PHASE_METRICS',
-           'ITERATION_FLAG', 'connector_pythonpath', 'vllm_dtype', 'vllm_server_argv', 'start_vllm_server',
-           'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file', 'FinalNorm',
-           'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters', 'acceptance_from_counters',
-           'phase_times', 'decode_speedup', 'start_logged_server', 'log_size', 'iteration_times', 'iteration_cost',
-           'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines', 'vllm_eval_main']
+           'ITERATION_FLAG', 'connector_pythonpath', 'vllm_dtype', 'vllm_server_argv', 'vllm_cpu_binds',
+           'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file',
+           'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
+           'acceptance_from_counters', 'phase_times', 'decode_speedup', 'start_logged_server', 'log_size',
+           'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines',
+           'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -89,14 +90,30 @@ def vllm_server_argv(python: Path|str,                  # the engine venv's pyth
     return argv + extra
 
 # %% ../nbs/01d_vllm.ipynb #dac74cd6
+def vllm_cpu_binds(n: int) -> list[str|None]:
+    """`VLLM_CPU_OMP_THREADS_BIND` for `n` vLLM servers started side by side on this CPU host: the cores this process may use,
+    split into `n` runs ('0' and '1' on 2 cores; '0-7' and '8-15' on 16). Left to vLLM (None) for one server, on a CUDA host,
+    or where the user set the variable. vLLM's own 'auto' binds every server's model threads to the same first cores (on 2 cores:
+    core 0, keeping core 1 for its front end), so two servers shared one core: here two started together took 85-87 s, against
+    55-67 s split."""
+    from eagle_nb.core import pick_device
+    if n < 2 or pick_device().type != 'cpu' or os.environ.get('VLLM_CPU_OMP_THREADS_BIND'): return [None] * n
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+    if len(cpus) < n: return [str(cpus[i % len(cpus)]) for i in range(n)]   # more servers than cores: one core each, shared in turn
+    k = len(cpus) // n
+    part = lambda c: str(c[0]) if len(c) == 1 else f'{c[0]}-{c[-1]}' if c[-1] - c[0] == len(c) - 1 else ','.join(map(str, c))
+    return [part(cpus[i * k:(i + 1) * k if i < n - 1 else len(cpus)]) for i in range(n)]
+
 def start_vllm_server(model: Path|str,                # HF model directory of the target
                       run_dir: Path|str|None = None,  # log, pid and connector files go here (default: a new folder in runs_dir())
                       name: str = 'vllm',             # log file stem
                       startup_timeout: float = 900.0,
                       env: dict|None = None,          # more environment for the server (e.g. LD_PRELOAD, OMP_NUM_THREADS)
+                      cpus: str|None = None,          # on a CPU host, the cores its model threads run on (`vllm_cpu_binds`); None: vLLM's own choice
                       **argv_kw) -> 'EngineServer':
     "Start a vLLM server from the engine venv on a free 127.0.0.1 port, wait for /health; stop it with `.stop()` (by PID)."
     from eagle_nb.engines import EngineServer, engine_python, free_port
+    if cpus: env = {'VLLM_CPU_OMP_THREADS_BIND': cpus, **(env or {})}
     run_dir = Path(run_dir) if run_dir else runs_dir()/f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     run_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -556,8 +573,9 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
     try:
         if urls: servers_urls, logs = dict(urls), dict(logs or {})
         else:   # both start at once (startup dominates on CPU); same flags but the drafter
+            binds = dict(zip(('plain', 'spec'), vllm_cpu_binds(2)))   # on a CPU host, each its own cores: timed one at a time either way
             with ThreadPoolExecutor(2) as ex:
-                fut = {k: ex.submit(start_logged_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len,
+                fut = {k: ex.submit(start_logged_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len, cpus=binds[k],
                                     eager=eager, dtype=dtype, speculative=spec_cfg if k == 'spec' else None, startup_timeout=900 if eager else 1800)
                        for k in ('plain', 'spec')}
                 errors = []

@@ -18,13 +18,14 @@ def servers(target, tmp_path_factory):
     from concurrent.futures import ThreadPoolExecutor
     from eagle_nb.drafter import export_speculators
     from eagle_nb.eval import random_init_drafter
-    from eagle_nb.vllm import ITERATION_FLAG, start_vllm_server
+    from eagle_nb.vllm import ITERATION_FLAG, start_vllm_server, vllm_cpu_binds
     run = tmp_path_factory.mktemp('vllm-eval')
+    binds = dict(zip(('plain', 'spec'), vllm_cpu_binds(2)))   # as vllm_spec_eval starts its own pair
     spec = export_speculators(random_init_drafter(target, seed=0), run/'speculators', speculative_tokens=3, verifier_name=str(target.path))
     cfg = dict(model=str(spec), method='eagle3', num_speculative_tokens=3)
     with ThreadPoolExecutor(2) as ex:
         fut = {k: ex.submit(start_vllm_server, target.path, run, name=f'vllm-{k}', prefix_caching=True,
-                            speculative=cfg if k == 'spec' else None, extra=[ITERATION_FLAG]) for k in ('plain', 'spec')}
+                            speculative=cfg if k == 'spec' else None, extra=[ITERATION_FLAG], cpus=binds[k]) for k in ('plain', 'spec')}
         srv = {k: f.result() for k, f in fut.items()}
     yield srv
     for s in srv.values(): s.stop()
@@ -65,6 +66,14 @@ def test_iteration_cost_from_the_servers_own_logs(servers, target, tmp_path):
     assert any('prefill and decode' in l for l in vllm_eval_lines(doc))
     assert vllm_spec_eval(target, 'random-init', prompts[:1], max_new_tokens=4, concurrency=1, run_dir=tmp_path/'nologs', urls=urls,
                           in_process=False)['cost'] is None        # servers given by URL alone: no log to read, no figures made up
+
+def test_servers_started_together_run_on_their_own_cores(servers):
+    "On a CPU host each server's model threads are bound where vllm_cpu_binds says (vLLM's log), not both to vLLM's first cores."
+    from eagle_nb.vllm import vllm_cpu_binds
+    for k, b in zip(('plain', 'spec'), vllm_cpu_binds(2)):
+        if b is None: continue                                          # a GPU host, or the user's own VLLM_CPU_OMP_THREADS_BIND
+        ids = [c for part in b.split(',') for c in (range(int(part.split('-')[0]), int(part.split('-')[-1]) + 1))]
+        assert f'core ids={ids}' in servers[k].log_path.read_text(), (k, b)
 
 def test_extraction_refuses_prefix_caching(servers, target):
     from eagle_nb.vllm import VllmSource

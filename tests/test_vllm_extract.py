@@ -97,13 +97,15 @@ def test_servers_killed_mid_extraction_failover_then_one_line(server, data, targ
     writer's, the same for every engine: tested on real SGLang (test_sglang_real.py) and by kill -9 of the writer
     (test_extract_kill_resume.py)."""
     from eagle_nb.extract import WriteConfig, write_store
-    from eagle_nb.vllm import VllmSource, start_vllm_server
+    from eagle_nb.vllm import VllmSource, start_vllm_server, vllm_cpu_binds
     from eagle_nb.store import HiddenStateStore, verify_store
     from eagle_nb.target import TARGETS
     many = [dict(d, id=f"{d['id']}-{r}") for r in range(8) for d in data]   # 48 samples: long enough to be killed twice
     out, cfg = tmp_path/'store', WriteConfig(verbose=False, progress=False, shard_bytes=1 << 16)   # small shards: progress on disk
     out.mkdir()
-    other = start_vllm_server(TARGETS['smollm2-135m'](), tmp_path/'run2', name='vllm-extract', extract_layer_ids=SERVER_IDS)
+    # its own cores: the run sends requests to both servers at once (on 2 cores, vLLM's own binding put both on core 0)
+    other = start_vllm_server(TARGETS['smollm2-135m'](), tmp_path/'run2', name='vllm-extract', extract_layer_ids=SERVER_IDS,
+                              cpus=vllm_cpu_binds(2)[1])
     try:
         src = VllmSource(target, [2, 15, 27], urls=[server.url, other.url], server_layer_ids=SERVER_IDS, concurrency=2)
         done = threading.Event()
