@@ -291,8 +291,8 @@ def cpu_use(before: tuple[int, int]|None) -> str:
     now = cpu_ticks()
     if before is None or now is None or now[1] == before[1]: return 'CPU use not measured'
     busy = (now[0] - before[0]) / (now[1] - before[1])
-    # the busy core-seconds: the same tests took 38.5 min of user time on one run and 53.7 on another of the same commit
-    # (28 vs 38 min of wall time): a host that runs slower shows here, a suite that does more work shows in the tests' times
+    # and the busy core-seconds: two runs of one commit took 38.5 and 53.7 min of user time (28 and 38 min of wall time) on
+    # this kind of machine, both with the cores ~97% busy; between runs of one commit, more core-seconds is a slower host
     return f'the {os.cpu_count()} cores {busy:.0%} busy on average, {(now[0] - before[0]) / os.sysconf("SC_CLK_TCK"):,.1f} core-seconds'
 
 def junit_seconds(xml: Path) -> dict[str, float]:
