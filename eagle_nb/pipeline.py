@@ -429,6 +429,21 @@ def _measured_rates(ref: Path|None) -> dict:
 
 PROBE_CELL_S = 600.0   # a probe's stage cell that runs longer than this is taken for a stalled kernel (its cells take seconds)
 
+def _probe_stage(stage: dict, ctx: dict, nbs: Path, scratch: Path, log=print, tries: int = 2) -> tuple[dict|None, str]:
+    """(the stage's metrics, or None; the basis the estimate shows) of one stage run on the probe's scratch store, with a cell
+    limit (PROBE_CELL_S) and a second try: a kernel that stopped answering (idle, no execute_reply) once held a fresh-clone
+    make test for 35 minutes here, and held a probe for its 600 s again in session 50 before the second try passed in seconds.
+    Each failed try is logged with its reason, so a stall is seen, not only its cost in time."""
+    err = None
+    for i in range(tries):   # a failed stage writes no .done: the next try starts afresh
+        try:
+            m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None, cell_timeout=PROBE_CELL_S)
+            return m, f"probe: the stage run on the scratch store" + (f" (after a failed try: {err})" if err else '')
+        except EagleNbError as e:
+            err = str(e)[:120]
+            log(f"the {stage['name']} probe failed on try {i + 1} of {tries}: {err}")
+    return None, f'not measured: the probe run failed ({err})'
+
 def probe_rates(data: str|Path,            # the prepared dataset
                 target,                    # the loaded Target
                 extract_config,            # the extract stage's ExtractConfig (layers, dtype)
@@ -437,6 +452,7 @@ def probe_rates(data: str|Path,            # the prepared dataset
                 work: Path,                # scratch folder (deleted afterwards)
                 samples: int = 12, steps: int = 12, new_tokens: int = 24,
                 diagnose: tuple[dict, dict, Path]|None = None,   # (the diagnose stage, the run's context, nbs/): timed on the scratch store
+                log=print,                 # where a failed try of the diagnose probe is said
                ) -> dict:
     """Train and eval rates measured on this machine when no finished run has them. Train: the first `samples` windows of
     `data` are extracted to a scratch store and the stage's recipe trains `steps` steps on it (median step after the
@@ -463,15 +479,9 @@ def probe_rates(data: str|Path,            # the prepared dataset
                                train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
             if diagnose is not None:   # its store parameter, filled with the scratch folder as run_dir, is the probe's store
                 stage, ctx, nbs = diagnose
-                # A cell limit and one retry: a kernel that stopped answering (idle, no execute_reply) once held a
-                # fresh-clone make test for 35 minutes here; the probe's cells take seconds
-                for _ in range(2):   # a failed stage writes no .done: the second run starts afresh
-                    try:
-                        m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None, cell_timeout=PROBE_CELL_S)
-                        out.update(diagnose_s=m['seconds'], diagnose_basis=f'probe: the stage run on the {samples}-window scratch store')
-                        break
-                    except EagleNbError as e:
-                        out.update(diagnose_basis=f'not measured: the probe run failed ({str(e)[:120]})')
+                m, basis = _probe_stage(stage, ctx, nbs, scratch, log)
+                out.update(diagnose_basis=basis.replace('the scratch store', f'the {samples}-window scratch store'))
+                if m is not None: out.update(diagnose_s=m['seconds'])
         if eval_params is not None:
             first = str(eval_params.get('prompts', 'humaneval')).split(',')[0]
             prompts = load_eval_prompts(first, target.tokenizer, 1, str(data))
@@ -585,7 +595,7 @@ def _estimate_rows(cfg, by_nb, run_dir, ctx, root, rates, probe, log, extract_ra
     if probe or (probe is None and missing):
         log("measuring the train and eval rates on this machine" + ('' if probe else " (no finished quick run has them)") + ": about a minute")
         dg = (by_nb['02_diagnostics.ipynb'][1], ctx, root/'nbs') if '02_diagnostics.ipynb' in by_nb and tp is not None else None
-        rates.update(probe_rates(data, tgt, xc, tp, evp, run_dir, diagnose=dg))
+        rates.update(probe_rates(data, tgt, xc, tp, evp, run_dir, diagnose=dg, log=log))
     if '02_diagnostics.ipynb' in by_nb:
         rows.append(dict(stage=by_nb['02_diagnostics.ipynb'][1]['name'], tokens=None, rate=None, seconds=rates.get('diagnose_s'),
                          basis=rates.get('diagnose_basis') or ('as measured by the reference run' if rates.get('diagnose_s') else 'not measured')))

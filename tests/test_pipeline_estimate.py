@@ -194,3 +194,22 @@ def test_a_cell_limit_turns_a_stalled_stage_into_a_failure(tmp_path):
         run_stage(stage, 0, run, {}, nbs, log=lambda *a: None, cell_timeout=3)
     assert not (run/'00_sleep.done').exists() and json.loads((run/'00_sleep.metrics.json').read_text())['status'] == 'failed'
     assert run_stage(dict(stage, parameters=dict(seconds=0.1)), 0, run, {}, nbs, log=lambda *a: None, cell_timeout=30)['status'] == 'ok'
+
+def test_a_failed_probe_try_is_said_and_tried_again(tmp_path, monkeypatch):
+    "The diagnose probe's cell limit and second try (`_probe_stage`): each failed try is logged with its reason, the basis says it."
+    import eagle_nb.pipeline as P
+    calls = []
+    def fake_run(stage, i, run_dir, ctx, nbs, log=None, cell_timeout=None):
+        calls.append(cell_timeout)
+        if len(calls) == 1: raise EagleNbError("stage diagnose failed: a cell ran past 600 s")
+        return dict(seconds=3.5)
+    monkeypatch.setattr(P, 'run_stage', fake_run)
+    lines = []
+    m, basis = P._probe_stage(dict(name='diagnose'), {}, tmp_path, tmp_path, log=lines.append)
+    assert m == dict(seconds=3.5) and calls == [P.PROBE_CELL_S] * 2
+    assert lines == ["the diagnose probe failed on try 1 of 2: stage diagnose failed: a cell ran past 600 s"]
+    assert basis.startswith('probe: the stage run on the scratch store') and 'after a failed try: stage diagnose failed' in basis
+    monkeypatch.setattr(P, 'run_stage', lambda *a, **k: (_ for _ in ()).throw(EagleNbError('no kernel')))
+    lines.clear()
+    m, basis = P._probe_stage(dict(name='diagnose'), {}, tmp_path, tmp_path, log=lines.append)
+    assert m is None and basis == 'not measured: the probe run failed (no kernel)' and len(lines) == 2
