@@ -429,16 +429,17 @@ def _measured_rates(ref: Path|None) -> dict:
 
 PROBE_CELL_S = 600.0   # a probe's stage cell that runs longer than this is taken for a stalled kernel (its cells take seconds)
 
-def _probe_stage(stage: dict, ctx: dict, nbs: Path, scratch: Path, log=print, tries: int = 2) -> tuple[dict|None, str]:
-    """(the stage's metrics, or None; the basis the estimate shows) of one stage run on the probe's scratch store, with a cell
-    limit (PROBE_CELL_S) and a second try: a kernel that stopped answering (idle, no execute_reply) once held a fresh-clone
-    make test for 35 minutes here, and held a probe for its 600 s again in session 50 before the second try passed in seconds.
-    Each failed try is logged with its reason, so a stall is seen, not only its cost in time."""
+def _probe_stage(stage: dict, ctx: dict, nbs: Path, scratch: Path, log=print, tries: int = 2,
+                 where: str = 'the scratch store') -> tuple[dict|None, str]:
+    """(the stage's metrics, or None; the basis the estimate shows) of one stage run on the probe's scratch store (`where`
+    names it), with a cell limit (PROBE_CELL_S) and a second try: a kernel that stopped answering (idle, no execute_reply)
+    once held a fresh-clone make test for 35 minutes here, and a later one's probe test took the 600 s limit plus a normal
+    run. Each failed try is logged with its reason, so a stall is seen, not only its cost in time."""
     err = None
     for i in range(tries):   # a failed stage writes no .done: the next try starts afresh
         try:
             m = run_stage(stage, 0, scratch, dict(ctx, run_dir=str(scratch)), nbs, log=lambda *a: None, cell_timeout=PROBE_CELL_S)
-            return m, f"probe: the stage run on the scratch store" + (f" (after a failed try: {err})" if err else '')
+            return m, f"probe: the stage run on {where}" + (f" (after a failed try: {err})" if err else '')
         except EagleNbError as e:
             err = str(e)[:120]
             log(f"the {stage['name']} probe failed on try {i + 1} of {tries}: {err}")
@@ -479,8 +480,8 @@ def probe_rates(data: str|Path,            # the prepared dataset
                                train_basis=f'probe: {len(tps)} steps of this recipe on {samples} windows of the data (median step)')
             if diagnose is not None:   # its store parameter, filled with the scratch folder as run_dir, is the probe's store
                 stage, ctx, nbs = diagnose
-                m, basis = _probe_stage(stage, ctx, nbs, scratch, log)
-                out.update(diagnose_basis=basis.replace('the scratch store', f'the {samples}-window scratch store'))
+                m, basis = _probe_stage(stage, ctx, nbs, scratch, log, where=f'the {samples}-window scratch store')
+                out.update(diagnose_basis=basis)
                 if m is not None: out.update(diagnose_s=m['seconds'])
         if eval_params is not None:
             first = str(eval_params.get('prompts', 'humaneval')).split(',')[0]
