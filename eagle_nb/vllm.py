@@ -20,9 +20,9 @@ __all__ = ['CONNECTOR_MODULE', 'CONNECTOR_CLASS', 'STOCK_CONNECTOR', 'REQUIRED_F
            'ITERATION_FLAG', 'connector_pythonpath', 'vllm_dtype', 'vllm_server_argv', 'vllm_cpu_binds',
            'start_vllm_server', 'ServerDown', 'served_model', 'vllm_metrics', 'read_states_file', 'validate_vllm_file',
            'FinalNorm', 'VllmSource', 'source_from_args', 'extract_with_vllm', 'spec_counters',
-           'acceptance_from_counters', 'phase_times', 'decode_speedup', 'start_logged_server', 'log_size',
-           'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval', 'vllm_eval_lines',
-           'vllm_eval_main']
+           'acceptance_from_counters', 'phase_times', 'decode_speedup', 'start_logged_server', 'start_plain_and_spec',
+           'log_size', 'iteration_times', 'iteration_cost', 'tie_margins', 'serving_context', 'vllm_spec_eval',
+           'vllm_eval_lines', 'vllm_eval_main']
 
 # %% ../nbs/01d_vllm.ipynb #9892ccb3
 CONNECTOR_MODULE = 'eagle_nb.vllm_connector'
@@ -466,6 +466,21 @@ def start_logged_server(model, run_dir, **kw) -> 'EngineServer':
         print(f"this vLLM refuses {ITERATION_FLAG}: the report will not say where an iteration's time goes", file=sys.stderr)
         return start_vllm_server(model, run_dir, **kw)
 
+def start_plain_and_spec(model, run_dir, spec_cfg: dict, into: dict, **kw) -> dict:
+    """A plain and an EAGLE-3 (`spec_cfg`) logged vLLM server with the same flags (`kw`), started at once (start-up dominates on
+    a CPU), each on its own cores on a CPU host (`vllm_cpu_binds`). `into` gets each server as it comes up, so the caller's
+    cleanup stops one that started when the other failed; the first failure is raised."""
+    binds = dict(zip(('plain', 'spec'), vllm_cpu_binds(2)))
+    with ThreadPoolExecutor(2) as ex:
+        fut = {k: ex.submit(start_logged_server, model, run_dir, name=f'vllm-{k}', prefix_caching=True, cpus=binds[k],
+                            speculative=spec_cfg if k == 'spec' else None, **kw) for k in ('plain', 'spec')}
+        errors = []
+        for k, f in fut.items():
+            try: into[k] = f.result()
+            except Exception as e: errors.append(e)
+    if errors: raise errors[0]
+    return into
+
 def log_size(path: Path|str|None) -> int:
     "The byte length of a server log now (0 if there is none): `iteration_times` reads between two of these."
     return Path(path).stat().st_size if path and Path(path).exists() else 0
@@ -572,17 +587,9 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
     servers = {}
     try:
         if urls: servers_urls, logs = dict(urls), dict(logs or {})
-        else:   # both start at once (startup dominates on CPU); same flags but the drafter
-            binds = dict(zip(('plain', 'spec'), vllm_cpu_binds(2)))   # on a CPU host, each its own cores: timed one at a time either way
-            with ThreadPoolExecutor(2) as ex:
-                fut = {k: ex.submit(start_logged_server, tdir, run_dir, name=f'vllm-{k}', prefix_caching=True, max_model_len=max_len, cpus=binds[k],
-                                    eager=eager, dtype=dtype, speculative=spec_cfg if k == 'spec' else None, startup_timeout=900 if eager else 1800)
-                       for k in ('plain', 'spec')}
-                errors = []
-                for k, f in fut.items():
-                    try: servers[k] = f.result()
-                    except Exception as e: errors.append(e)
-                if errors: raise errors[0]
+        else:   # same flags but the drafter; each its own cores on a CPU host: timed one at a time either way
+            start_plain_and_spec(tdir, run_dir, spec_cfg, servers, max_model_len=max_len, eager=eager, dtype=dtype,
+                                 startup_timeout=900 if eager else 1800)
             servers_urls = {k: s.url for k, s in servers.items()}
             logs = {k: s.log_path for k, s in servers.items()}
         models = {k: served_model(u) for k, u in servers_urls.items()}

@@ -15,18 +15,16 @@ def target():
 
 @pytest.fixture(scope='module')
 def servers(target, tmp_path_factory):
-    from concurrent.futures import ThreadPoolExecutor
     from eagle_nb.drafter import export_speculators
     from eagle_nb.eval import random_init_drafter
-    from eagle_nb.vllm import ITERATION_FLAG, start_vllm_server, vllm_cpu_binds
+    from eagle_nb.vllm import start_plain_and_spec
     run = tmp_path_factory.mktemp('vllm-eval')
-    binds = dict(zip(('plain', 'spec'), vllm_cpu_binds(2)))   # as vllm_spec_eval starts its own pair
     spec = export_speculators(random_init_drafter(target, seed=0), run/'speculators', speculative_tokens=3, verifier_name=str(target.path))
-    cfg = dict(model=str(spec), method='eagle3', num_speculative_tokens=3)
-    with ThreadPoolExecutor(2) as ex:
-        fut = {k: ex.submit(start_vllm_server, target.path, run, name=f'vllm-{k}', prefix_caching=True,
-                            speculative=cfg if k == 'spec' else None, extra=[ITERATION_FLAG], cpus=binds[k]) for k in ('plain', 'spec')}
-        srv = {k: f.result() for k, f in fut.items()}
+    srv = {}
+    try: start_plain_and_spec(target.path, run, dict(model=str(spec), method='eagle3', num_speculative_tokens=3), srv)   # as vllm_spec_eval starts its pair
+    except BaseException:
+        for s in srv.values(): s.stop()
+        raise
     yield srv
     for s in srv.values(): s.stop()
 
