@@ -24,9 +24,9 @@ __all__ = ['FAULT_KINDS', 'RETRYABLE', 'LAUNCH_FLAGS', 'KERNEL_STAND_IN_NAMES', 
            'validate_states', 'check_server_args', 'server_layer_ids', 'classify_exception', 'server_info', 'preflight',
            'RecordedTransport', 'decode_and_validate', 'SampleFailed', 'ClientReport', 'SGLangClient', 'map_in_threads',
            'kernel_stand_in_source', 'install_kernel_stand_in', 'sglang_python', 'server_argv', 'server_env',
-           'target_model_path', 'sglang_server', 'start_sglang_server', 'start_extraction_servers',
-           'SGLangExtractReport', 'SGLangServerSource', 'source_from_args', 'extract_via_sglang', 'import_sglang',
-           'engine_kwargs', 'SGLangEngineSource', 'extract_via_engine']
+           'sglang_cpu_threads', 'target_model_path', 'sglang_server', 'start_sglang_server',
+           'start_extraction_servers', 'SGLangExtractReport', 'SGLangServerSource', 'source_from_args',
+           'extract_via_sglang', 'import_sglang', 'engine_kwargs', 'SGLangEngineSource', 'extract_via_engine']
 
 # %% ../nbs/01b_sglang.ipynb #e0425693
 def generate_request(input_ids: Sequence[int]) -> dict:
@@ -554,10 +554,24 @@ def server_argv(python: Path|str, model_path: Path|str, port: int,
             argv += ['--return-aux-hidden-state-layer-ids', *[str(int(k) - 1) for k in layer_ids]]
     return argv + [str(x) for x in extra]
 
-def server_env(device: str|None = None) -> dict:
-    "Environment of a SGLang server: its CPU engine on a CPU host."
+def server_env(device: str|None = None, threads: int|None = None) -> dict:
+    "Environment of a SGLang server: its CPU engine on a CPU host, and `threads` OpenMP threads where given (`sglang_cpu_threads`)."
     from eagle_nb.core import pick_device
-    return {'SGLANG_USE_CPU_ENGINE': '1'} if (device or pick_device().type) == 'cpu' else {}
+    env = {'SGLANG_USE_CPU_ENGINE': '1'} if (device or pick_device().type) == 'cpu' else {}
+    return {**env, 'OMP_NUM_THREADS': str(int(threads))} if threads else env
+
+def sglang_cpu_threads(n: int) -> list[int|None]:
+    """OpenMP threads for `n` SGLang servers started side by side on a CPU host: this process's cores shared out (two
+    servers on 2 cores: one each). None (torch's default: every core) for one server, on a CUDA host, or where the user set
+    OMP_NUM_THREADS, which the servers inherit. SGLang 0.5.23 binds its CPU threads only on AMX or arm64 hosts
+    (`srt/distributed/bootstrap._init_cpu_threads_env`); elsewhere each scheduler takes every core, and an extraction's aux
+    and final servers, which compute each sample at the same time, ran four threads on two cores: on a 2-core AMD EPYC
+    Zen 4, 156-169 tokens/s against 235-243 with one thread each (1.47x, `bench/bench_sglang_threads.py`)."""
+    import os
+    from eagle_nb.core import pick_device
+    if n < 2 or pick_device().type != 'cpu' or os.environ.get('OMP_NUM_THREADS'): return [None] * n
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    return [max(1, cores // n)] * n
 
 def target_model_path(target) -> Path:
     "The HF directory of a target (registered name or directory) that a SGLang server can load (`engines.server_model_dir`)."
@@ -568,7 +582,8 @@ def sglang_server(target,                                  # registered name, HF
                   log_path: Path|str,                      # the server's log (its PID file goes next to it)
                   layer_ids: Sequence[int]|None = None,    # canonical HF ids (aux server); None: final state
                   port: int|None = None, radix_cache: bool = False, extra: Sequence[str] = (),
-                  startup_timeout: float = 900.0):
+                  startup_timeout: float = 900.0,
+                  threads: int|None = None):              # OpenMP threads of its model (CPU host); None: torch's default
     "An extraction SGLang server as an `EngineServer`, not started yet (its venv built when missing)."
     from eagle_nb.engines import EngineServer, free_port
     path, L = target_model_path(target), TargetInfo.of(target).num_layers
@@ -577,7 +592,7 @@ def sglang_server(target,                                  # registered name, HF
     # seen once in 9 fresh-clone test runs, on a loaded host (two servers loading, tests running): the aux server logged a
     # ReadTimeout (read timeout=10; SGLang's start-up POST to its own /freeze_gc has that timeout) and exited with code 3
     # before it was healthy; a start that dies with a timeout in its log is tried once more
-    return EngineServer(argv, port, log_path, health_path='/health', env=server_env(), startup_timeout=startup_timeout,
+    return EngineServer(argv, port, log_path, health_path='/health', env=server_env(threads=threads), startup_timeout=startup_timeout,
                         retry_on=('ReadTimeout', 'ConnectTimeout'),
                         name='sglang' + (' (aux)' if layer_ids is not None else ''))
 
@@ -586,11 +601,14 @@ def start_sglang_server(target, log_path: Path|str, layer_ids: Sequence[int]|Non
     return sglang_server(target, log_path, layer_ids, **kw).start()
 
 def start_extraction_servers(target, layer_ids: Sequence[int]|None, log_dir: Path|str, **kw) -> list:
-    "The servers an extraction needs: [aux server, final server] for aux layers, [final server] otherwise; started together."
+    """The servers an extraction needs: [aux server, final server] for aux layers, [final server] otherwise; started together,
+    and on a CPU host each with its share of the cores (`sglang_cpu_threads`; `threads=` in `kw` sets it for both)."""
     import concurrent.futures as cf
     log_dir = Path(log_dir); log_dir.mkdir(parents=True, exist_ok=True)
     roles = ([('aux', layer_ids)] if layer_ids is not None else []) + [('final', None)]
-    servers = [sglang_server(target, log_dir/f'sglang-{role}.log', ids, **kw) for role, ids in roles]   # one venv build, one stand-in check
+    threads = [kw.pop('threads')] * len(roles) if 'threads' in kw else sglang_cpu_threads(len(roles))
+    servers = [sglang_server(target, log_dir/f'sglang-{role}.log', ids, threads=k, **kw)            # one venv build, one stand-in check
+               for (role, ids), k in zip(roles, threads)]
     with cf.ThreadPoolExecutor(len(servers)) as ex: futs = [ex.submit(s.start) for s in servers]
     errors = [f.exception() for f in futs if f.exception() is not None]
     if errors:
