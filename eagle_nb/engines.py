@@ -13,7 +13,7 @@ from .core import EagleNbError, home_dir
 
 # %% auto #0
 __all__ = ['ENGINE_SPECS', 'EngineSpec', 'engines_dir', 'engine_venv', 'build_engine_venv', 'engine_python', 'engine_available',
-           'server_model_dir', 'free_port', 'http_ok', 'EngineServer', 'run_in_engine', 'engines_main']
+           'server_model_dir', 'usable_cpus', 'free_port', 'http_ok', 'EngineServer', 'run_in_engine', 'engines_main']
 
 # %% ../nbs/00d_engines.ipynb #dbd23b9d
 @dataclass(frozen=True)
@@ -144,6 +144,10 @@ def server_model_dir(target, engine: str = 'engine') -> Path:
     p = Path(name).expanduser()
     if not (p/'config.json').exists(): raise EagleNbError(f"target {name!r}: not a registered name and not a directory with config.json")
     return p
+
+def usable_cpus() -> list[int]:
+    "The CPU cores this process may run on (its affinity where the OS tells it), in order: what servers started side by side share out."
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
 
 def free_port() -> int:
     "A TCP port on 127.0.0.1 that is free right now."

@@ -569,9 +569,9 @@ def sglang_cpu_threads(n: int) -> list[int|None]:
     Zen 4, 156-169 tokens/s against 235-243 with one thread each (1.47x, `bench/bench_sglang_threads.py`)."""
     import os
     from eagle_nb.core import pick_device
+    from eagle_nb.engines import usable_cpus
     if n < 2 or pick_device().type != 'cpu' or os.environ.get('OMP_NUM_THREADS'): return [None] * n
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
-    return [max(1, cores // n)] * n
+    return [max(1, len(usable_cpus()) // n)] * n
 
 def target_model_path(target) -> Path:
     "The HF directory of a target (registered name or directory) that a SGLang server can load (`engines.server_model_dir`)."
@@ -723,7 +723,8 @@ class SGLangServerSource:
 
     def engine_record(self) -> dict:
         rec = _engine_record(self.mode, self.infos or {}, self.final_infos)
-        if self.servers: rec['started_by_eagle_nb'] = [dict(argv=s.argv, log=str(s.log_path), startup_s=round(s.started_s, 1)) for s in self.servers]
+        if self.servers: rec['started_by_eagle_nb'] = [dict(argv=s.argv, env=dict(s.env), log=str(s.log_path), startup_s=round(s.started_s, 1))   # env: what eagle_nb added
+                                                  for s in self.servers]
         return rec
 
     def _fetch(self, r: SampleRequest, states: np.ndarray|None = None) -> SampleStates:

@@ -97,8 +97,9 @@ def vllm_cpu_binds(n: int) -> list[str|None]:
     core 0, keeping core 1 for its front end), so two servers shared one core: here two started together took 85-87 s, against
     55-67 s split."""
     from eagle_nb.core import pick_device
+    from eagle_nb.engines import usable_cpus
     if n < 2 or pick_device().type != 'cpu' or os.environ.get('VLLM_CPU_OMP_THREADS_BIND'): return [None] * n
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+    cpus = usable_cpus()
     if len(cpus) < n: return [str(cpus[i % len(cpus)]) for i in range(n)]   # more servers than cores: one core each, shared in turn
     k = len(cpus) // n
     part = lambda c: str(c[0]) if len(c) == 1 else f'{c[0]}-{c[-1]}' if c[-1] - c[0] == len(c) - 1 else ','.join(map(str, c))

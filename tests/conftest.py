@@ -8,6 +8,14 @@ def pytest_configure(config):
 
 import pytest
 
+@pytest.fixture
+def cpu_host(monkeypatch):
+    "A CPU host (no CUDA) with no thread settings of the user's; call it with the cores this process may use."
+    import torch
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    for var in ('VLLM_CPU_OMP_THREADS_BIND', 'OMP_NUM_THREADS'): monkeypatch.delenv(var, raising=False)
+    return lambda cpus: monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: set(cpus))
+
 @pytest.fixture(scope='module')
 def one_torch_thread():
     """Tiny models on a small shared machine: thread start-up and OpenMP contention dominate 64-wide matmuls, so one

@@ -50,6 +50,10 @@ def _environ(pid: int) -> dict:
     raw = open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace')
     return dict(kv.split('=', 1) for kv in raw.split('\0') if '=' in kv)
 
+def _pgid(pid: int) -> int|None:
+    try: return os.getpgid(pid)
+    except OSError: return None
+
 def test_servers_started_together_share_the_cores(servers):
     """Each real server runs with its share of the cores as OMP_NUM_THREADS, which its scheduler inherits. Read from every
     process of the server's group that still shows its environment: the scheduler and detokenizer retitle themselves
@@ -61,10 +65,6 @@ def test_servers_started_together_share_the_cores(servers):
         shown = [p for p in group if not open(f'/proc/{p}/cmdline', 'rb').read().startswith(b'sglang::')]
         assert s.pid in shown and len(group) > len(shown), (group, shown)  # the launcher, and retitled children
         assert {_environ(p).get('OMP_NUM_THREADS') for p in shown} == {str(want) if want else None}, (s.name, shown)
-
-def _pgid(pid: int) -> int|None:
-    try: return os.getpgid(pid)
-    except OSError: return None
 
 
 def test_preflight_reads_real_server_info(servers):

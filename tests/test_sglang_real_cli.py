@@ -12,6 +12,7 @@ def test_extract_starts_and_stops_its_own_servers(sglang_cli_store, tmp_path):
     from eagle_nb.cli import extract_main
     from eagle_nb.diagnostics import compare
     from eagle_nb.store import HiddenStateStore
+    from eagle_nb.sglang import sglang_cpu_threads
     data, sg, hf = sglang_cli_store/'ds', sglang_cli_store/'sglang', tmp_path/'hf'
     assert extract_main(['--backend', 'hf', '--data', str(data), '--target', 'smollm2-135m', '--out', str(hf)]) == 0
     logs = sglang_cli_store/'sglang.sglang-logs'
@@ -22,5 +23,7 @@ def test_extract_starts_and_stops_its_own_servers(sglang_cli_store, tmp_path):
     st = HiddenStateStore.open(sg)
     started = st.manifest['engine']['started_by_eagle_nb']
     assert len(started) == 2 and all('--host' in s['argv'] and '127.0.0.1' in s['argv'] for s in started)
+    want = sglang_cpu_threads(2)[0]                                        # each its share of the cores, in the store's record
+    assert [s['env'].get('OMP_NUM_THREADS') for s in started] == [str(want) if want else None] * 2
     c = compare(hf, sg)
     assert c.kinds == ['match'], c.verdicts[['kind', 'summary']].to_string()

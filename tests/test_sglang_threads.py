@@ -3,13 +3,6 @@ import os
 import pytest
 import eagle_nb.sglang as S
 
-@pytest.fixture
-def cpu_host(monkeypatch):
-    import torch
-    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
-    return lambda cpus: monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: set(cpus))
-
 def test_cores_shared_out(cpu_host):
     cpu_host([0, 1]);      assert S.sglang_cpu_threads(2) == [1, 1]
     cpu_host(range(16));   assert S.sglang_cpu_threads(2) == [8, 8]

@@ -3,13 +3,6 @@ import os
 import pytest
 import eagle_nb.vllm as V
 
-@pytest.fixture
-def cpu_host(monkeypatch):
-    import torch
-    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    monkeypatch.delenv('VLLM_CPU_OMP_THREADS_BIND', raising=False)
-    return lambda cpus: monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: set(cpus))
-
 def test_split_into_runs(cpu_host):
     cpu_host([0, 1]);           assert V.vllm_cpu_binds(2) == ['0', '1']
     cpu_host(range(16));        assert V.vllm_cpu_binds(2) == ['0-7', '8-15']
