@@ -54,7 +54,7 @@ def main():
                 print(f"round {r + 1} {v:34s} start {start_s:5.1f} s  {w.tokens:,} tokens in {w.seconds:6.1f} s  {w.tokens / w.seconds:6.1f} tokens/s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    (d, dr), (s, sr) = runs.items()
+    d, s = runs                                        # the default, then the shared-out variant
     tps = {v: sum(x['tokens'] for x in rs) / sum(x['seconds'] for x in rs) for v, rs in runs.items()}
     print(f"\n{s}: {tps[s]:.1f} tokens/s; {d}: {tps[d]:.1f} tokens/s; ratio {tps[s] / tps[d]:.2f}x")
     if a.json:
