@@ -220,21 +220,19 @@ for i in range(a.steps):
         mms.append(mt)
         line += f"   matmul-only {mt:.3f}s ({T / mt:.0f} tok/s)"
     print(line, flush=True)
-if a.no_limit: mms = steps; flops = 0.0
+if a.no_limit: mms = steps   # no limit measured: every ratio below is 1, so tokens_per_s is the first round's (total_tokens_per_s: all rounds)
 # other processes share this machine: pair each step with the limit measured right after it, and report the
 # median over pairs (the best pair too, as the closest to an idle machine)
 ratios = [m / s for s, m in zip(steps, mms)]
 k = ratios.index(statistics.median_high(ratios))
 step_t, mm_t = steps[k], mms[k]
-res = dict(tokens_per_s=T / step_t, step_seconds=step_t, matmul_only_seconds=mm_t, limit_tokens_per_s=T / mm_t,
-           fraction_of_limit=mm_t / step_t, best_tokens_per_s=T / min(steps), best_limit_tokens_per_s=T / min(mms), step_gflop=flops / 1e9, achieved_gflops=flops / step_t / 1e9,
-           matmul_gflops=flops / mm_t / 1e9, threads=torch.get_num_threads(), load_avg=[load0[0], os.getloadavg()[0]],
-           ttt=S, seq=T, draft_vocab=Vd, mask=a.mask, mask_from=a.mask_from,
+res = dict(tokens_per_s=T / step_t, step_seconds=step_t, best_tokens_per_s=T / min(steps), threads=torch.get_num_threads(),
+           load_avg=[load0[0], os.getloadavg()[0]], ttt=S, seq=T, draft_vocab=Vd, mask=a.mask, mask_from=a.mask_from,
            mask_share=statistics.mean(float(w['loss_mask'].float().mean()) for w in windows), device=str(dev))
+if not a.no_limit:   # what was measured against: without --no-limit only
+    res.update(matmul_only_seconds=mm_t, limit_tokens_per_s=T / mm_t, fraction_of_limit=mm_t / step_t, best_limit_tokens_per_s=T / min(mms),
+               step_gflop=flops / 1e9, achieved_gflops=flops / step_t / 1e9, matmul_gflops=flops / mm_t / 1e9)
 res.update(total_tokens_per_s=T * len(steps) / sum(steps))
-if a.no_limit:   # nothing was measured against: no limit, fraction or FLOP figures in the record
-    for key in ('matmul_only_seconds', 'limit_tokens_per_s', 'fraction_of_limit', 'best_limit_tokens_per_s', 'step_gflop',
-                'achieved_gflops', 'matmul_gflops'): res.pop(key)
 if nos: res.update(no_skip_total_tokens_per_s=T * len(nos) / sum(nos), skip_speedup=sum(nos) / sum(steps))
 if e2s: res.update(epoch2_total_tokens_per_s=T * len(e2s) / sum(e2s), epoch2_speedup=sum(steps) / sum(e2s))
 if sf_step:

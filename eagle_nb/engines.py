@@ -13,7 +13,8 @@ from .core import EagleNbError, home_dir
 
 # %% auto #0
 __all__ = ['ENGINE_SPECS', 'EngineSpec', 'engines_dir', 'engine_venv', 'build_engine_venv', 'engine_python', 'engine_available',
-           'server_model_dir', 'usable_cpus', 'free_port', 'http_ok', 'EngineServer', 'run_in_engine', 'engines_main']
+           'server_model_dir', 'usable_cpus', 'start_together', 'free_port', 'http_ok', 'EngineServer', 'run_in_engine',
+           'engines_main']
 
 # %% ../nbs/00d_engines.ipynb #dbd23b9d
 @dataclass(frozen=True)
@@ -148,6 +149,18 @@ def server_model_dir(target, engine: str = 'engine') -> Path:
 def usable_cpus() -> list[int]:
     "The CPU cores this process may run on (its affinity where the OS tells it), in order: what servers started side by side share out."
     return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+
+def start_together(starts: dict) -> dict:
+    """Call every `name -> start()` (each returns a started `EngineServer`) at the same time, since start-up dominates on a
+    CPU; the servers by name. When any start fails, the servers that did start are stopped and the first failure is raised."""
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(len(starts)) as ex: futs = {k: ex.submit(f) for k, f in starts.items()}
+    errors = [f.exception() for f in futs.values() if f.exception() is not None]
+    if errors:
+        for f in futs.values():
+            if f.exception() is None: f.result().stop()
+        raise errors[0]
+    return {k: f.result() for k, f in futs.items()}
 
 def free_port() -> int:
     "A TCP port on 127.0.0.1 that is free right now."

@@ -603,18 +603,13 @@ def start_sglang_server(target, log_path: Path|str, layer_ids: Sequence[int]|Non
 def start_extraction_servers(target, layer_ids: Sequence[int]|None, log_dir: Path|str, **kw) -> list:
     """The servers an extraction needs: [aux server, final server] for aux layers, [final server] otherwise; started together,
     and on a CPU host each with its share of the cores (`sglang_cpu_threads`; `threads=` in `kw` sets it for both)."""
-    import concurrent.futures as cf
+    from eagle_nb.engines import start_together
     log_dir = Path(log_dir); log_dir.mkdir(parents=True, exist_ok=True)
     roles = ([('aux', layer_ids)] if layer_ids is not None else []) + [('final', None)]
     threads = [kw.pop('threads')] * len(roles) if 'threads' in kw else sglang_cpu_threads(len(roles))
     servers = [sglang_server(target, log_dir/f'sglang-{role}.log', ids, threads=k, **kw)            # one venv build, one stand-in check
                for (role, ids), k in zip(roles, threads)]
-    with cf.ThreadPoolExecutor(len(servers)) as ex: futs = [ex.submit(s.start) for s in servers]
-    errors = [f.exception() for f in futs if f.exception() is not None]
-    if errors:
-        for s in servers: s.stop()
-        raise errors[0]
-    return servers
+    return list(start_together({i: s.start for i, s in enumerate(servers)}).values())
 
 # %% ../nbs/01b_sglang.ipynb #fbafddf9
 @dataclass

@@ -1173,7 +1173,7 @@ def train_main(argv: list[str]) -> int:
                        heldout_acc=ev.get('acc'), tau_sim=ev.get('tau_sim'), heldout_acc_chain=ev.get('acc_chain'),
                        tau_chain=ev.get('tau_chain'), seconds=round(r.seconds, 1))
         print(json.dumps(summary))
-    if int(os.environ.get('WORLD_SIZE', '1')) > 1 and not torch.cuda.is_available():
+    if int(os.environ.get('WORLD_SIZE', '1')) > 1 and pick_device(c.device or None).type != 'cuda':   # gloo, as init_distributed chose
         # a rank of a gloo run leaves here without Python's finalization. Its process group's worker threads outlive
         # destroy_process_group, and now and then one still drops a finished collective's tensors while the interpreter
         # shuts down; taking the GIL then ends the thread inside C++ and the rank aborts ("terminate called without an

@@ -467,20 +467,15 @@ def start_logged_server(model, run_dir, **kw) -> 'EngineServer':
         print(f"this vLLM refuses {ITERATION_FLAG}: the report will not say where an iteration's time goes", file=sys.stderr)
         return start_vllm_server(model, run_dir, **kw)
 
-def start_plain_and_spec(model, run_dir, spec_cfg: dict, into: dict, **kw) -> dict:
-    """A plain and an EAGLE-3 (`spec_cfg`) logged vLLM server with the same flags (`kw`), started at once (start-up dominates on
-    a CPU), each on its own cores on a CPU host (`vllm_cpu_binds`). `into` gets each server as it comes up, so the caller's
-    cleanup stops one that started when the other failed; the first failure is raised."""
+def start_plain_and_spec(model, run_dir, spec_cfg: dict, **kw) -> dict:
+    """{'plain', 'spec'}: a plain and an EAGLE-3 (`spec_cfg`) logged vLLM server with the same flags (`kw`), started together
+    (`engines.start_together`: one that started is stopped when the other fails), each on its own cores on a CPU host
+    (`vllm_cpu_binds`)."""
+    from functools import partial
+    from eagle_nb.engines import start_together
     binds = dict(zip(('plain', 'spec'), vllm_cpu_binds(2)))
-    with ThreadPoolExecutor(2) as ex:
-        fut = {k: ex.submit(start_logged_server, model, run_dir, name=f'vllm-{k}', prefix_caching=True, cpus=binds[k],
-                            speculative=spec_cfg if k == 'spec' else None, **kw) for k in ('plain', 'spec')}
-        errors = []
-        for k, f in fut.items():
-            try: into[k] = f.result()
-            except Exception as e: errors.append(e)
-    if errors: raise errors[0]
-    return into
+    return start_together({k: partial(start_logged_server, model, run_dir, name=f'vllm-{k}', prefix_caching=True, cpus=binds[k],
+                                       speculative=spec_cfg if k == 'spec' else None, **kw) for k in ('plain', 'spec')})
 
 def log_size(path: Path|str|None) -> int:
     "The byte length of a server log now (0 if there is none): `iteration_times` reads between two of these."
@@ -589,8 +584,8 @@ def vllm_spec_eval(target,                             # a loaded Target (its di
     try:
         if urls: servers_urls, logs = dict(urls), dict(logs or {})
         else:   # same flags but the drafter; each its own cores on a CPU host: timed one at a time either way
-            start_plain_and_spec(tdir, run_dir, spec_cfg, servers, max_model_len=max_len, eager=eager, dtype=dtype,
-                                 startup_timeout=900 if eager else 1800)
+            servers = start_plain_and_spec(tdir, run_dir, spec_cfg, max_model_len=max_len, eager=eager, dtype=dtype,
+                                           startup_timeout=900 if eager else 1800)
             servers_urls = {k: s.url for k, s in servers.items()}
             logs = {k: s.log_path for k, s in servers.items()}
         models = {k: served_model(u) for k, u in servers_urls.items()}

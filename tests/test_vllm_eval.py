@@ -20,11 +20,7 @@ def servers(target, tmp_path_factory):
     from eagle_nb.vllm import start_plain_and_spec
     run = tmp_path_factory.mktemp('vllm-eval')
     spec = export_speculators(random_init_drafter(target, seed=0), run/'speculators', speculative_tokens=3, verifier_name=str(target.path))
-    srv = {}
-    try: start_plain_and_spec(target.path, run, dict(model=str(spec), method='eagle3', num_speculative_tokens=3), srv)   # as vllm_spec_eval starts its pair
-    except BaseException:
-        for s in srv.values(): s.stop()
-        raise
+    srv = start_plain_and_spec(target.path, run, dict(model=str(spec), method='eagle3', num_speculative_tokens=3))   # as vllm_spec_eval starts its pair
     yield srv
     for s in srv.values(): s.stop()
 
