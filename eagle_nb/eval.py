@@ -724,7 +724,7 @@ def eval_main(argv: list[str],
         s = res.summary()
         lines = [s.to_string(float_format=lambda x: f'{x:.3f}'), explain_speed(doc['break_even']['all'])]
         if cfg.exact != 'off': lines.append(f"verify rows one by one: {res.info['exact']['used']} ({res.info['exact']['why']})")
-        if res.info.get('linear_kernel') == 'onednn': lines.append("target's linear layers on oneDNN (fp32 on a CPU without native bf16)")
+        if res.info.get('linear_kernel') == 'onednn': lines.append(f"target's linear layers on oneDNN (weights packed once; {res.info.get('target', {}).get('dtype')}, this CPU's decoding dtype)")
         tl = res.info.get('time_limit')
         if tl and not tl['complete']:
             lines.append(f"time limit {tl['max_seconds']:.0f}s: ran {tl['prompts_run']} of {tl['prompts_planned']} prompts "

@@ -120,30 +120,48 @@ def packed_gqa_attention(model) -> bool:
     model.set_attn_implementation(PACKED_SDPA)
     return model.config._attn_implementation == PACKED_SDPA
 
+import weakref
+_PACKED = weakref.WeakKeyDictionary()   # nn.Linear -> ((weight's data_ptr, version, dtype), its oneDNN-packed copy)
+
+def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
+    "`lin`'s weight packed for oneDNN: packed once, then reused until the weight changes (another tensor, or written in place)."
+    w = lin.weight
+    key = (w.data_ptr(), w._version, w.dtype)
+    hit = _PACKED.get(lin)
+    if hit is None or hit[0] != key: hit = _PACKED[lin] = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach()))
+    return hit[1]
+
 class OneDnnLinear(torch.nn.Module):
-    """A decoding stand-in for an fp32 `nn.Linear` on the CPU: the same weight and bias (shared, so ties hold), the product
-    run by oneDNN on a copy of the weight packed once. PyTorch sends fp32 `linear` to MKL, whose products at 2-8 rows cost
-    about twice one row's on an AVX2 EPYC (Zen 3), so a 4-token verify cost 1.6 plain steps there; oneDNN's cost 1.1
-    (bench/bench_dtype.py; with it that verify cost 1.15). Inference only: the packed copy does not follow later changes to
-    the weight, so a `TargetDecoder` puts the original `nn.Linear` back when it closes (`restore_linears`)."""
+    """A decoding stand-in for a CPU `nn.Linear` in the CPU's decoding dtype (fp32, or bf16 where the CPU has it natively):
+    the same weight and bias (shared, so ties hold), the product run by oneDNN on a copy of the weight packed once.
+    A decode step or a verify multiplies 1-8 rows, where PyTorch's own products stream the weight slowly: in fp32 MKL's
+    products at 2-8 rows cost about twice one row's on an AVX2 EPYC (Zen 3), so a 4-token verify cost 1.6 plain steps
+    there, oneDNN's 1.1 (bench/bench_dtype.py; with it that verify cost 1.15); in bf16 on an AVX512-BF16 EPYC (Zen 4),
+    F.linear read the target's weights at 13-30 GB/s where the packed product reads them at 24-54 (bench/bench_linear_kernel.py).
+    Inference only: the packed copy does not follow later changes to the weight, so a `TargetDecoder` puts the original
+    `nn.Linear` back when it closes (`restore_linears`). Packing takes time (SmolLM2's 211 linears: about 1 s on a Zen 4,
+    some 30 plain steps), so each packed copy is kept while its `nn.Linear` lives and reused by the next decoder for as
+    long as the weight is unchanged (`_packed_weight`); it costs as much memory again as the weights it packs."""
     def __init__(self, lin: torch.nn.Linear):
         super().__init__()
         self.in_features, self.out_features, self.weight, self.bias = lin.in_features, lin.out_features, lin.weight, lin.bias
-        self._packed = torch.ops.mkldnn._reorder_linear_weight(lin.weight.detach())
+        self._packed = _packed_weight(lin)
         self._linear = (lin,)   # the module it stands in for (a tuple: not a submodule, so the state dict keeps its keys)
     def forward(self, x): return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, 'none', [], '')
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, onednn'
 
 def onednn_applies(model: torch.nn.Module, force: bool = False) -> bool:
-    "Whether `onednn_linears` swaps this model's linears: fp32 on a CPU whose decoding dtype is fp32 (no AMX or AVX512-BF16), or `force`."
-    from eagle_nb.core import cpu_has_fast_bf16
+    """Whether `onednn_linears` swaps this model's linears: a CPU model in the CPU's decoding dtype (`core.fast_dtype`: bf16
+    with AMX or AVX512-BF16, else fp32); `force`: fp32 on any CPU too. Never bf16 without native bf16 (oneDNN would emulate it)."""
+    from eagle_nb.core import fast_dtype
     p = next(model.parameters(), None)
-    if p is None or p.device.type != 'cpu' or p.dtype != torch.float32 or not torch.backends.mkldnn.is_available(): return False
-    return hasattr(torch.ops.mkldnn, '_linear_pointwise') and (force or not cpu_has_fast_bf16())
+    if p is None or p.device.type != 'cpu' or not torch.backends.mkldnn.is_available(): return False
+    if not hasattr(torch.ops.mkldnn, '_linear_pointwise'): return False
+    return p.dtype == fast_dtype('cpu') or (force and p.dtype == torch.float32)
 
 def onednn_linears(model: torch.nn.Module, force: bool = False) -> int:
-    """Swap an fp32 CPU model's `nn.Linear`s for `OneDnnLinear`s where fp32 is this CPU's decoding dtype (no AMX or
-    AVX512-BF16: `core.fast_dtype`) or `force`; the number swapped (0: left as it is, as on an accelerator or in bf16)."""
+    """Swap a CPU model's `nn.Linear`s for `OneDnnLinear`s where its dtype is this CPU's decoding dtype (`core.fast_dtype`)
+    or, with `force`, fp32; the number swapped (0: left as it is, as on an accelerator or in a dtype the CPU emulates)."""
     if not onednn_applies(model, force): return 0
     return _replace_children(model, lambda c: type(c) is torch.nn.Linear, OneDnnLinear)
 
@@ -180,12 +198,12 @@ class TargetDecoder:
     "The target with a KV cache: prefill, one-forward verification of a chain or tree, rollback; aux states captured in the same forward."
     def __init__(self, target: Target,
                  aux_layer_ids: list[int]|None = None,   # canonical HF ids to capture (None: no capture)
-                 onednn: bool = True):                   # `onednn_linears` where fp32 is the CPU's decoding dtype
+                 onednn: bool = True):                   # `onednn_linears` where the target is in the CPU's decoding dtype
         self.target, self.model = target, target.model
         self.device = target.device
         self.capture = HiddenStateCapture(self.model, aux_layer_ids, final=None).install() if aux_layer_ids else None
         self.packed_attention = packed_gqa_attention(self.model)   # a verify: sdpa's bits, no KV copy; a one-token step: packed
-        # fp32 on a CPU without native bf16: oneDNN's products, for as long as a decoder of this model is open (the first
+        # a CPU target in the CPU's decoding dtype: oneDNN's products, for as long as a decoder of this model is open (the first
         # swaps them in, the last to close puts PyTorch's back: extraction or training on the same Target runs its usual products)
         self._onednn = onednn and _onednn_acquire(self.model)
         self._cache_kw = _model_cache_kwarg(self.model)
