@@ -126,6 +126,7 @@ _PACKED = weakref.WeakKeyDictionary()   # nn.Linear -> ((weight's data_ptr, vers
 def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
     "`lin`'s weight packed for oneDNN: packed once, then reused until the weight changes (another tensor, or written in place)."
     w = lin.weight
+    if w.is_inference(): return torch.ops.mkldnn._reorder_linear_weight(w.detach())   # no version counter to tell a write: packed afresh
     key = (w.data_ptr(), w._version, w.dtype)
     hit = _PACKED.get(lin)
     if hit is None or hit[0] != key: hit = _PACKED[lin] = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach()))
