@@ -37,7 +37,8 @@ ex = r['stages'].get('extract', {}).get('metrics', {})
 doc['extract'] = {k: ex.get(k) for k in ('tokens', 'seconds', 'tokens_per_s', 'bytes_per_token', 'samples') if k in ex}
 ev = rd(run/'eval'/'eval.json')
 doc['eval'] = dict(config={k: ev['config'].get(k) for k in ('prompts', 'limit', 'max_new_tokens', 'num_steps')},
-                   metrics=ev['metrics'], speed=ev['speed'], break_even=ev['break_even'], threads=ev.get('threads'))
+                   metrics=ev['metrics'], speed=ev['speed'], break_even=ev['break_even'], threads=ev.get('threads'),
+                   linear_kernel=ev.get('linear_kernel'))   # the target's linear products in the eval: 'onednn' or 'default'
 doc['eval']['outputs'] = dict(output_counts(ev), config=dict(int8=ev['config'].get('int8'), exact=ev['config'].get('exact')))
 out.parent.mkdir(parents=True, exist_ok=True)
 out.write_text(json.dumps(doc, indent=1))
