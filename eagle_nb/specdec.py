@@ -138,7 +138,8 @@ class OneDnnLinear(torch.nn.Module):
     A decode step or a verify multiplies 1-8 rows, where PyTorch's own products stream the weight slowly: in fp32 MKL's
     products at 2-8 rows cost about twice one row's on an AVX2 EPYC (Zen 3), so a 4-token verify cost 1.6 plain steps
     there, oneDNN's 1.1 (bench/bench_dtype.py; with it that verify cost 1.15); in bf16 on an AVX512-BF16 EPYC (Zen 4),
-    F.linear read the target's weights at 13-30 GB/s where the packed product reads them at 24-54 (bench/bench_linear_kernel.py).
+    F.linear read SmolLM2's weights at 8-29 GB/s and the packed product 1.3-2.2x faster at every shape and row count
+    (bench/bench_linear_kernel.py).
     Inference only: the packed copy does not follow later changes to the weight, so a `TargetDecoder` puts the original
     `nn.Linear` back when it closes (`restore_linears`). Packing takes time (SmolLM2's 211 linears: about 1 s on a Zen 4,
     some 30 plain steps), so each packed copy is kept while its `nn.Linear` lives and reused by the next decoder for as
