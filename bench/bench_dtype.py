@@ -3,8 +3,8 @@
 the drafter's training GEMMs (every linear layer of the standard profile's drafter, forward and backward, at one
 512-token window), the target's forward over 512 tokens (what extraction runs a window), and the target's linear layers
 alone at 1, 4 and 8 rows (a decode step's products and a 3-draft verify's: what decides the verify's cost in plain steps),
-their fp32 side once more on oneDNN with packed weights (`specdec.OneDnnLinear`, what the decoder uses where fp32 is the
-CPU's dtype) where PyTorch has it.
+and once more on oneDNN with packed weights (`specdec.OneDnnLinear`) where PyTorch has it: fp32 always, bf16 where the CPU
+has it natively, as the decoder swaps them in (`specdec.onednn_applies`).
 
 `fast_dtype` picks bf16 only where the CPU has AMX or AVX512-BF16 and fp32 elsewhere; this bench measures both sides of
 that choice on the machine at hand instead of assuming it:
@@ -53,11 +53,12 @@ def target_forward(dt):
 
 def target_linears(m, onednn=False):
     """Every linear layer of the target (its lm_head included) at m rows, no grad: a decode step's products at 1, a
-    verify's at 4. `onednn`: the fp32 side as the decoder runs it where fp32 is the CPU's dtype (`specdec.OneDnnLinear`,
-    the weight packed once for oneDNN; PyTorch's fp32 `linear` goes to MKL), the bf16 side unchanged."""
-    from eagle_nb.specdec import OneDnnLinear
+    verify's at 4. `onednn`: the products on oneDNN, the weight packed once (`specdec.OneDnnLinear`; PyTorch's fp32
+    `linear` goes to MKL): fp32 always, bf16 where the decoder would swap them in too (native bf16: `onednn_applies`)."""
+    from eagle_nb.specdec import OneDnnLinear, onednn_applies
     lins = {dt: [mod for mod in models[dt].modules() if isinstance(mod, torch.nn.Linear)] for dt in models}
-    fns = {dt: [OneDnnLinear(l) if onednn and dt == torch.float32 else (lambda x, w=l.weight: torch.nn.functional.linear(x, w))
+    packed = {dt: onednn and (dt == torch.float32 or onednn_applies(models[dt])) for dt in models}
+    fns = {dt: [OneDnnLinear(l) if packed[dt] else (lambda x, w=l.weight: torch.nn.functional.linear(x, w))
                 for l in lins[dt]] for dt in lins}
     xs = {dt: {l.in_features: torch.randn(m, l.in_features, dtype=dt, device=dev) for l in lins[dt]} for dt in lins}
     def run(dt):
@@ -92,7 +93,7 @@ for r in rows:
 by_case = {r['case']: r for r in rows}
 for tag in tags if models and 1 in a.decode_rows else []:
     one = by_case[lin_case(1, tag)]
-    print(f"  rows against one row, the same dtype{' (fp32 on oneDNN)' if tag else ''}: " + '; '.join(
+    print(f"  rows against one row, the same dtype{' (on oneDNN)' if tag else ''}: " + '; '.join(
         f"{m} rows fp32 {r['fp32_ms'] / one['fp32_ms']:.2f}x, bf16 {r['bf16_ms'] / one['bf16_ms']:.2f}x"
         for m in a.decode_rows if m != 1 for r in [by_case[lin_case(m, tag)]]))
 if a.json:
