@@ -8,12 +8,13 @@ export EAGLE_NB_PROGRESS ?= 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PROFILE ?= quick
 
-.PHONY: install provision engines browser demo test test-fast bench docs readme export clean help
+.PHONY: install provision engines upstream browser demo test test-fast bench docs readme export clean help
 
 help:
 	@echo "make demo   set up .venv, provision SmolLM2 + data, run the pipeline headless (PROFILE=quick|full)"
 	@echo "make test   set up .venv, provision, then every check and test (ends with 'N passed, N failed')"
 	@echo "make engines  build the real engines' own venvs (vLLM, SGLang) in $$EAGLE_NB_HOME/engines when missing"
+	@echo "make upstream  install speculators (for the upstream export test) in $$EAGLE_NB_HOME/upstream when missing"
 	@echo "make bench  benchmarks in bench/ (ratios measured side by side)"
 	@echo "make docs   build the documentation site into _docs/"
 	@echo "make clean  remove build outputs and runs (keeps .venv and the provisioned cache)"
@@ -39,6 +40,11 @@ provision: install
 engines: install
 	$(BIN)/eagle-nb engines build all
 
+# the upstream speculators package for tests/test_drafter_upstream.py, in a directory of its own (it cannot go in the venv:
+# it declares torchvision/torchaudio); keyed by its pins in $EAGLE_NB_HOME/upstream, built once per machine
+upstream: install
+	$(BIN)/python tools/upstream.py build
+
 demo: provision
 	$(BIN)/eagle-nb demo --profile $(PROFILE)
 
@@ -47,8 +53,8 @@ browser:
 	@command -v chromium >/dev/null || { echo "installing chromium (apt) for the docs browser test"; \
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "WARNING: could not install chromium; the browser test will fail"; }
 
-test: provision engines browser
-	EAGLE_NB_PROGRESS=0 $(BIN)/python tests/run_all.py
+test: provision engines upstream browser
+	EAGLE_NB_PROGRESS=0 EAGLE_NB_REQUIRE_UPSTREAM=1 $(BIN)/python tests/run_all.py
 
 test-fast: install
 	EAGLE_NB_PROGRESS=0 $(BIN)/python tests/run_all.py --fast

@@ -1,34 +1,27 @@
-"""The speculators export loaded by the real `speculators` package (vllm-project/speculators), when it is importable.
+"""The speculators export loaded by the real `speculators` package (vllm-project/speculators 0.9.0).
 
-Skipped unless `speculators` can be imported; it is not a dependency of eagle_nb. To run it here without its heavy
-dependency tree (openai, datasets, hs_connectors are imported at module level but unused by the model code):
-    pip download --no-deps -d /tmp/w speculators==0.9.0 loguru==0.7.3 && (cd /tmp/sp && unzip -o /tmp/w/'*.whl')
-    PYTHONPATH=/tmp/sp EAGLE_NB_STUB_SPECULATORS_DEPS=1 .venv/bin/python -m pytest -q tests/test_drafter_upstream.py
+speculators cannot go into the project venv (it declares torchvision/torchaudio, which pull CUDA torch here), so
+`tools/upstream.py build` (the Makefile's `upstream` target, part of `make test`) installs it with its dependencies in a
+directory of its own under $EAGLE_NB_HOME, which this test puts on sys.path. Without it the test skips, except under
+tests/run_all.py (`EAGLE_NB_REQUIRE_UPSTREAM=1`), where a missing build is a failure: `make test` never skips it silently.
 Checks: `Eagle3SpeculatorConfig.from_pretrained` parses our config.json; `Eagle3DraftModel(config)` accepts every
 weight with no unexpected key; its decoder layer (speculators' own code: norms, residual, rope, attention) gives
 the same step-0 logits as eagle_nb.
 """
-import importlib.util, os, sys, types
+import importlib.util, os, sys
+from pathlib import Path
 import pytest
 import torch
 
 if importlib.util.find_spec('speculators') is None:
-    pytest.skip('speculators is not installed (optional upstream check)', allow_module_level=True)
-
-_stubbed = []
-if os.environ.get('EAGLE_NB_STUB_SPECULATORS_DEPS'):
-    class _Stub(types.ModuleType):
-        def __getattr__(self, name):
-            if name.startswith('__'): raise AttributeError(name)
-            return type(name, (), {})
-    for m in ('openai', 'openai.types', 'openai.types.chat', 'openai.types.completion', 'datasets', 'hs_connectors'):
-        if m not in sys.modules:
-            try: found = importlib.util.find_spec(m) is not None
-            except (ImportError, ValueError): found = False
-            if not found: sys.modules[m] = _Stub(m); _stubbed.append(m)
+    _spec = importlib.util.spec_from_file_location('_upstream', Path(__file__).resolve().parents[1]/'tools'/'upstream.py')
+    _upstream = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(_upstream)
+    if _upstream.ready(): sys.path.append(str(_upstream.target_dir()))   # appended: the project venv's packages come first
+    elif os.environ.get('EAGLE_NB_REQUIRE_UPSTREAM'):
+        raise RuntimeError(f'speculators is not built at {_upstream.target_dir()}: run `python tools/upstream.py build` (make upstream)')
+    else: pytest.skip('speculators is not installed: `python tools/upstream.py build` (make upstream)', allow_module_level=True)
 
 from speculators.models.eagle3 import Eagle3SpeculatorConfig, Eagle3DraftModel  # noqa: E402
-for m in _stubbed: sys.modules.pop(m, None)
 
 from safetensors.torch import load_file  # noqa: E402
 from eagle_nb.target import tiny_target  # noqa: E402
