@@ -15,13 +15,13 @@ from .target import Target
 from .conventions import HiddenStateCapture
 
 # %% auto #0
-__all__ = ['PACKED_SDPA', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
-           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'OneDnnLinear', 'onednn_applies',
-           'onednn_linears', 'restore_linears', 'linear_kernel', 'TargetDecoder', 'stop_token_ids', 'sample_token',
-           'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter', 'ModelDrafter',
-           'SpecConfig', 'DraftTree', 'build_draft_tree', 'accept_probability', 'residual', 'verify_tree', 'SpecResult',
-           'speculative_generate', 'linear_rows_independent', 'chi2_critical', 'pit_values', 'uniformity_chi2',
-           'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
+__all__ = ['PACKED_SDPA', 'ONEDNN_MEMORY_SHARE', 'tree_depths_and_ancestors', 'tree_attention_mask', 'cache_length', 'crop_cache',
+           'select_cache_positions', 'packed_gqa_sdpa', 'packed_gqa_attention', 'OneDnnLinear', 'mem_available',
+           'onednn_applies', 'onednn_linears', 'restore_linears', 'linear_kernel', 'TargetDecoder', 'stop_token_ids',
+           'sample_token', 'generate_plain', 'DraftNode', 'Drafter', 'RandomDrafter', 'ReplayDrafter', 'NGramDrafter',
+           'ModelDrafter', 'SpecConfig', 'DraftTree', 'build_draft_tree', 'accept_probability', 'residual',
+           'verify_tree', 'SpecResult', 'speculative_generate', 'linear_rows_independent', 'chi2_critical',
+           'pit_values', 'uniformity_chi2', 'Eagle3Proposer', 'Int8Linear', 'int8_drafter']
 
 # %% ../nbs/04a_specdec.ipynb #2665e866
 def tree_depths_and_ancestors(parents: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,7 +143,8 @@ class OneDnnLinear(torch.nn.Module):
     Inference only: the packed copy does not follow later changes to the weight, so a `TargetDecoder` puts the original
     `nn.Linear` back when it closes (`restore_linears`). Packing takes time (SmolLM2's 211 linears: about 1 s on a Zen 4,
     some 30 plain steps), so each packed copy is kept while its `nn.Linear` lives and reused by the next decoder for as
-    long as the weight is unchanged (`_packed_weight`); it costs as much memory again as the weights it packs."""
+    long as the weight is unchanged (`_packed_weight`); it costs as much memory again as the weights it packs, so packing
+    is left off where that would not fit (`onednn_applies`)."""
     def __init__(self, lin: torch.nn.Linear):
         super().__init__()
         self.in_features, self.out_features, self.weight, self.bias = lin.in_features, lin.out_features, lin.weight, lin.bias
@@ -152,14 +153,44 @@ class OneDnnLinear(torch.nn.Module):
     def forward(self, x): return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, 'none', [], '')
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, onednn'
 
+ONEDNN_MEMORY_SHARE = 0.5   # pack only while the copies to make take at most this share of the memory available now
+
+def mem_available() -> int|None:
+    "Bytes of memory available to new allocations (`MemAvailable` of /proc/meminfo), or None where that cannot be read."
+    try:
+        for line in open('/proc/meminfo'):
+            if line.startswith('MemAvailable:'): return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError): pass
+    return None
+
+def _pack_bytes(model: torch.nn.Module) -> int:
+    "Bytes the packed copies of `model`'s linears would add now: the weights of its `nn.Linear`s with no current packed copy."
+    n = 0
+    for m in model.modules():
+        if type(m) is not torch.nn.Linear: continue
+        w, hit = m.weight, _PACKED.get(m)
+        if w.is_inference() or hit is None or hit[0] != (w.data_ptr(), w._version, w.dtype): n += w.numel() * w.element_size()
+    return n
+
 def onednn_applies(model: torch.nn.Module, force: bool = False) -> bool:
     """Whether `onednn_linears` swaps this model's linears: a CPU model in the CPU's decoding dtype (`core.fast_dtype`: bf16
-    with AMX or AVX512-BF16, else fp32); `force`: fp32 on any CPU too. Never bf16 without native bf16 (oneDNN would emulate it)."""
+    with AMX or AVX512-BF16, else fp32); `force`: fp32 on any CPU too. Never bf16 without native bf16 (oneDNN would emulate it).
+    Nor where the packed copies would not fit: they take as much memory again as the weights, so a target whose linears
+    need more than `ONEDNN_MEMORY_SHARE` of the memory available now keeps PyTorch's products (said once per model)
+    rather than risk running the machine out of memory; once packed, a model needs nothing more and still applies."""
     from eagle_nb.core import fast_dtype
     p = next(model.parameters(), None)
     if p is None or p.device.type != 'cpu' or not torch.backends.mkldnn.is_available(): return False
     if not hasattr(torch.ops.mkldnn, '_linear_pointwise'): return False
-    return p.dtype == fast_dtype('cpu') or (force and p.dtype == torch.float32)
+    if not (p.dtype == fast_dtype('cpu') or (force and p.dtype == torch.float32)): return False
+    need, avail = _pack_bytes(model), mem_available()
+    if need and avail is not None and need > ONEDNN_MEMORY_SHARE * avail:
+        if not getattr(model, '_eagle_nb_onednn_memory_said', False):
+            model._eagle_nb_onednn_memory_said = True
+            print(f"oneDNN linears left off: packing would take {need / 2**30:.1f} GiB more, over {ONEDNN_MEMORY_SHARE:.0%} of the "
+                  f"{avail / 2**30:.1f} GiB available; decoding keeps PyTorch's products", flush=True)
+        return False
+    return True
 
 def onednn_linears(model: torch.nn.Module, force: bool = False) -> int:
     """Swap a CPU model's `nn.Linear`s for `OneDnnLinear`s where its dtype is this CPU's decoding dtype (`core.fast_dtype`)
