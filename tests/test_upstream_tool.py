@@ -7,11 +7,11 @@ upstream = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(upst
 
 
 def test_shadows_names_only_packages_this_interpreter_has(tmp_path):
-    for name in ('torch', 'eagle_nb_no_such_pkg_1'): (tmp_path/name).mkdir()
+    for name in ('torch', '_ctypes', 'eagle_nb_no_such_pkg_1', '_eagle_nb_no_such_pkg_3'): (tmp_path/name).mkdir()
     (tmp_path/'json.py').write_text('')                       # a module file shadows too
     (tmp_path/'eagle_nb_no_such_mod_2.py').write_text('')
     for skip in ('torch-2.0.dist-info', 'bin', '__pycache__', '.complete'): (tmp_path/skip).mkdir(exist_ok=True)
-    assert upstream._shadows(tmp_path) == ['json', 'torch']
+    assert upstream._shadows(tmp_path) == ['_ctypes', 'json', 'torch']
 
 
 def test_dir_is_keyed_by_pins(tmp_path, monkeypatch):
