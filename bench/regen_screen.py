@@ -10,6 +10,10 @@ first user turn, other parts of the same ShareGPT chat), are never used. Every s
 
     python bench/regen_screen.py --heldout-from RUN/data --work _runs/regen --conversations 1500 --steps 1000 \\
         --baseline s-t1=_runs/temp/t1 --replay-work _runs/replay --json bench/results/regen_screen-1000.json
+
+With --clean, two more arms on the conversations whose regenerated answer is not degenerate (the target looped, or hit
+--max-new-tokens): "regen-clean", and "orig-clean" with ShareGPT's answers to exactly those prompts, so that the pair
+compares the two kinds of answer without the loops.
 """
 import argparse, json, subprocess, sys, time
 from pathlib import Path
@@ -54,6 +58,23 @@ def regenerate(a, src: Path, out: Path):
     finally: srv.stop()
 
 
+def clean_ids(regen: Path) -> list[str]:
+    "Ids of the regenerated conversations none of whose answers is degenerate (`regenerate.degenerate_reason`: no loop, not cut at the cap)."
+    keep = []
+    for line in regen.read_text().splitlines():
+        r = json.loads(line)
+        if not any(t.get('degenerate') for t in r['regenerated']['turns']): keep.append(r['id'])
+    return keep
+
+
+def write_subset(src: Path, ids: list[str], out: Path) -> int:
+    "The records of `src` whose id is in `ids`, in `src`'s order, written to `out`; how many."
+    want = set(ids)
+    rows = [l for l in src.read_text().splitlines() if json.loads(l)['id'] in want]
+    tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(l + '\n' for l in rows)); tmp.replace(out)
+    return len(rows)
+
+
 def complete(d: Path) -> bool:
     m = d/'manifest.json'
     return m.exists() and bool(json.loads(m.read_text()).get('complete'))
@@ -75,12 +96,22 @@ def main():
     ap.add_argument('--baseline', action='append', default=[], help='NAME=DIR: another drafter replayed beside them')
     ap.add_argument('--replay-work', default=str(ROOT/'_runs'/'replay'), help="bench/replay_served.py's --work (its continuations, reused)")
     ap.add_argument('--replay-dataset', default='', help="its --dataset (default: --heldout-from)")
+    ap.add_argument('--clean', action='store_true', help="two more arms on the conversations whose regenerated answer is not "
+                    "degenerate (no loop, not cut at --max-new-tokens): 'regen-clean', and 'orig-clean' with ShareGPT's answers to the same prompts")
     ap.add_argument('--json', default='')
     a = ap.parse_args()
     W = Path(a.work); W.mkdir(parents=True, exist_ok=True)
     src = {'orig': W/'orig.jsonl', 'regen': W/'regen.jsonl'}
     if not src['orig'].exists(): first_exchanges(a, src['orig'])
     if not src['regen'].exists(): regenerate(a, src['orig'], src['regen'])
+    clean = {}
+    if a.clean:   # the same prompts both ways, without the answers the target looped on: the loops measured apart
+        keep = clean_ids(src['regen'])
+        for n, base in (('orig-clean', src['orig']), ('regen-clean', src['regen'])):
+            src[n] = W/f'{n}.jsonl'
+            if not src[n].exists(): write_subset(base, keep, src[n])
+        clean = dict(conversations=len(keep), of=sum(1 for _ in src['regen'].open()))
+        print(f"clean arms: {clean['conversations']} of {clean['of']} conversations have no degenerate regenerated answer", flush=True)
     facts = {}
     for n, path in src.items():
         data, store, out = W/f'data-{n}', W/f'store-{n}', W/f's-{n}'
@@ -99,11 +130,11 @@ def main():
     regen_manifest = W/'regen.manifest.json'
     rep = json.loads(regen_manifest.read_text())['report'] if regen_manifest.exists() else {}
     replay_json = W/'replay.json'
-    drafters = [*a.baseline, f"fe-orig={W/'s-orig'}", f"fe-regen={W/'s-regen'}"]
+    drafters = [*a.baseline, *(f"fe-{n}={W/f's-{n}'}" for n in src)]
     subprocess.run([sys.executable, str(ROOT/'bench'/'replay_served.py'), '--dataset', a.replay_dataset or a.heldout_from, '--target', a.target,
                     '--limit', '16', '--max-new-tokens', '96', '--first', '8', '--work', a.replay_work, '--json', str(replay_json),
                     *[x for d in drafters for x in ('--drafter', d)]], check=True)
-    res = dict(command='python bench/regen_screen.py ' + ' '.join(sys.argv[1:]), settings=vars(a), data=facts,
+    res = dict(command='python bench/regen_screen.py ' + ' '.join(sys.argv[1:]), settings=vars(a), data=facts, clean=clean,
                regenerate={k: rep.get(k) for k in ('conversations', 'completion_tokens', 'seconds', 'tokens_per_s', 'degenerate')},
                replay=json.loads(replay_json.read_text()))
     for n, f in facts.items():

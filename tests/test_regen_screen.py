@@ -20,3 +20,19 @@ def test_first_exchanges_leave_out_heldout_relatives(tmp_path):
     convs = load_conversations('sharegpt', limit=120)[0]
     last = [c.id for c in convs].index(got[-1]['id'])
     assert any(base(c.id) in hb or first(c.messages) in hf for c in convs[:last] if c.id not in {h.id for h in held})
+
+
+def test_clean_arms_keep_the_same_prompts_without_degenerate_answers(tmp_path):
+    "--clean: the ids whose every regenerated answer passed `degenerate_reason`, and both arms cut to exactly those ids."
+    turn = lambda why: {'message_index': 1, 'finish_reason': 'length' if why == 'max_tokens' else 'stop', 'degenerate': why}
+    regen = [{'id': f'c{i}', 'messages': [{'role': 'user', 'content': f'q{i}'}, {'role': 'assistant', 'content': f'a{i}'}],
+              'regenerated': {'turns': [turn(why)]}} for i, why in enumerate([None, 'repetition', None, 'max_tokens', None])]
+    regen[4]['regenerated']['turns'].append(turn('repetition'))      # a later turn looped: the conversation goes
+    (tmp_path/'regen.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in regen))
+    orig = [{'id': f'c{i}', 'messages': [{'role': 'user', 'content': f'q{i}'}, {'role': 'assistant', 'content': f'sharegpt {i}'}]} for i in range(5)]
+    (tmp_path/'orig.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in orig))
+    keep = regen_screen.clean_ids(tmp_path/'regen.jsonl')
+    assert keep == ['c0', 'c2']
+    assert regen_screen.write_subset(tmp_path/'orig.jsonl', keep, tmp_path/'oc.jsonl') == 2
+    got = [json.loads(l) for l in (tmp_path/'oc.jsonl').read_text().splitlines()]
+    assert [r['id'] for r in got] == keep and got[1]['messages'][1]['content'] == 'sharegpt 2'
