@@ -61,7 +61,8 @@ def regenerate(a, src: Path, out: Path):
 def clean_ids(regen: Path) -> list[str]:
     "Ids of the regenerated conversations none of whose answers is degenerate (`regenerate.degenerate_reason`: no loop, not cut at the cap)."
     keep = []
-    for line in regen.read_text().splitlines():
+    for line in regen.open(encoding='utf-8'):      # not splitlines(): answers may hold U+2028 and other breaks JSON keeps raw
+        if not line.strip(): continue
         r = json.loads(line)
         if not any(t.get('degenerate') for t in r['regenerated']['turns']): keep.append(r['id'])
     return keep
@@ -70,8 +71,8 @@ def clean_ids(regen: Path) -> list[str]:
 def write_subset(src: Path, ids: list[str], out: Path) -> int:
     "The records of `src` whose id is in `ids`, in `src`'s order, written to `out`; how many."
     want = set(ids)
-    rows = [l for l in src.read_text().splitlines() if json.loads(l)['id'] in want]
-    tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(l + '\n' for l in rows)); tmp.replace(out)
+    rows = [l for l in src.open(encoding='utf-8') if l.strip() and json.loads(l)['id'] in want]
+    tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(l.rstrip('\n') + '\n' for l in rows), encoding='utf-8'); tmp.replace(out)
     return len(rows)
 
 
@@ -110,7 +111,7 @@ def main():
         for n, base in (('orig-clean', src['orig']), ('regen-clean', src['regen'])):
             src[n] = W/f'{n}.jsonl'
             if not src[n].exists(): write_subset(base, keep, src[n])
-        clean = dict(conversations=len(keep), of=sum(1 for _ in src['regen'].open()))
+        clean = dict(conversations=len(keep), of=sum(1 for l in src['regen'].open(encoding='utf-8') if l.strip()))
         print(f"clean arms: {clean['conversations']} of {clean['of']} conversations have no degenerate regenerated answer", flush=True)
     facts = {}
     for n, path in src.items():

@@ -28,7 +28,8 @@ def test_clean_arms_keep_the_same_prompts_without_degenerate_answers(tmp_path):
     regen = [{'id': f'c{i}', 'messages': [{'role': 'user', 'content': f'q{i}'}, {'role': 'assistant', 'content': f'a{i}'}],
               'regenerated': {'turns': [turn(why)]}} for i, why in enumerate([None, 'repetition', None, 'max_tokens', None])]
     regen[4]['regenerated']['turns'].append(turn('repetition'))      # a later turn looped: the conversation goes
-    (tmp_path/'regen.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in regen))
+    regen[2]['messages'][1]['content'] = 'a line\u2028 and a paragraph\u2029 separator'   # kept raw by json.dumps(ensure_ascii=False)
+    (tmp_path/'regen.jsonl').write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in regen), encoding='utf-8')
     orig = [{'id': f'c{i}', 'messages': [{'role': 'user', 'content': f'q{i}'}, {'role': 'assistant', 'content': f'sharegpt {i}'}]} for i in range(5)]
     (tmp_path/'orig.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in orig))
     keep = regen_screen.clean_ids(tmp_path/'regen.jsonl')
@@ -36,3 +37,6 @@ def test_clean_arms_keep_the_same_prompts_without_degenerate_answers(tmp_path):
     assert regen_screen.write_subset(tmp_path/'orig.jsonl', keep, tmp_path/'oc.jsonl') == 2
     got = [json.loads(l) for l in (tmp_path/'oc.jsonl').read_text().splitlines()]
     assert [r['id'] for r in got] == keep and got[1]['messages'][1]['content'] == 'sharegpt 2'
+    assert regen_screen.write_subset(tmp_path/'regen.jsonl', keep, tmp_path/'rc.jsonl') == 2
+    got = [json.loads(l) for l in (tmp_path/'rc.jsonl').read_text(encoding='utf-8').split('\n') if l]
+    assert got[1]['messages'][1]['content'] == regen[2]['messages'][1]['content']
