@@ -57,7 +57,7 @@ def target_linears(m, onednn=False):
     `linear` goes to MKL): fp32 always, bf16 where the decoder would swap them in too (native bf16: `onednn_applies`)."""
     from eagle_nb.specdec import OneDnnLinear, onednn_applies
     lins = {dt: [mod for mod in models[dt].modules() if isinstance(mod, torch.nn.Linear)] for dt in models}
-    packed = {dt: onednn and (dt == torch.float32 or onednn_applies(models[dt])) for dt in models}
+    packed = {dt: onednn and onednn_applies(models[dt], force=True) for dt in models}   # force: fp32 on any CPU
     fns = {dt: [OneDnnLinear(l) if packed[dt] else (lambda x, w=l.weight: torch.nn.functional.linear(x, w))
                 for l in lins[dt]] for dt in lins}
     xs = {dt: {l.in_features: torch.randn(m, l.in_features, dtype=dt, device=dev) for l in lins[dt]} for dt in lins}

@@ -58,21 +58,26 @@ def regenerate(a, src: Path, out: Path):
     finally: srv.stop()
 
 
+def records(path: Path) -> list[dict]:
+    "The records of a JSONL file, by eagle_nb.data's reader (lines end at \\n only: answers may hold U+2028); a broken line stops the bench."
+    from eagle_nb.data import DataError, _iter_jsonl
+    out = []
+    for where, r in _iter_jsonl(path):
+        if isinstance(r, DataError): raise r
+        out.append(r)
+    return out
+
+
 def clean_ids(regen: Path) -> list[str]:
     "Ids of the regenerated conversations none of whose answers is degenerate (`regenerate.degenerate_reason`: no loop, not cut at the cap)."
-    keep = []
-    for line in regen.open(encoding='utf-8'):      # not splitlines(): answers may hold U+2028 and other breaks JSON keeps raw
-        if not line.strip(): continue
-        r = json.loads(line)
-        if not any(t.get('degenerate') for t in r['regenerated']['turns']): keep.append(r['id'])
-    return keep
+    return [r['id'] for r in records(regen) if not any(t.get('degenerate') for t in r['regenerated']['turns'])]
 
 
 def write_subset(src: Path, ids: list[str], out: Path) -> int:
     "The records of `src` whose id is in `ids`, in `src`'s order, written to `out`; how many."
     want = set(ids)
-    rows = [l for l in src.open(encoding='utf-8') if l.strip() and json.loads(l)['id'] in want]
-    tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(l.rstrip('\n') + '\n' for l in rows), encoding='utf-8'); tmp.replace(out)
+    rows = [r for r in records(src) if r['id'] in want]
+    tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows), encoding='utf-8'); tmp.replace(out)
     return len(rows)
 
 
@@ -111,7 +116,7 @@ def main():
         for n, base in (('orig-clean', src['orig']), ('regen-clean', src['regen'])):
             src[n] = W/f'{n}.jsonl'
             if not src[n].exists(): write_subset(base, keep, src[n])
-        clean = dict(conversations=len(keep), of=sum(1 for l in src['regen'].open(encoding='utf-8') if l.strip()))
+        clean = dict(conversations=len(keep), of=len(records(src['regen'])))
         print(f"clean arms: {clean['conversations']} of {clean['of']} conversations have no degenerate regenerated answer", flush=True)
     facts = {}
     for n, path in src.items():

@@ -123,11 +123,14 @@ def packed_gqa_attention(model) -> bool:
 import weakref
 _PACKED = weakref.WeakKeyDictionary()   # nn.Linear -> ((weight's data_ptr, version, dtype), its oneDNN-packed copy)
 
+def _pack_key(w: torch.Tensor) -> tuple|None:
+    "What a packed copy of `w` is valid for: its storage, version counter and dtype; None for an inference tensor (no version counter to tell a write)."
+    return None if w.is_inference() else (w.data_ptr(), w._version, w.dtype)
+
 def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
     "`lin`'s weight packed for oneDNN: packed once, then reused until the weight changes (another tensor, or written in place)."
-    w = lin.weight
-    if w.is_inference(): return torch.ops.mkldnn._reorder_linear_weight(w.detach())   # no version counter to tell a write: packed afresh
-    key = (w.data_ptr(), w._version, w.dtype)
+    w, key = lin.weight, _pack_key(lin.weight)
+    if key is None: return torch.ops.mkldnn._reorder_linear_weight(w.detach())   # packed afresh each time
     hit = _PACKED.get(lin)
     if hit is None or hit[0] != key: hit = _PACKED[lin] = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach()))
     return hit[1]
@@ -165,12 +168,8 @@ def mem_available() -> int|None:
 
 def _pack_bytes(model: torch.nn.Module) -> int:
     "Bytes the packed copies of `model`'s linears would add now: the weights of its `nn.Linear`s with no current packed copy."
-    n = 0
-    for m in model.modules():
-        if type(m) is not torch.nn.Linear: continue
-        w, hit = m.weight, _PACKED.get(m)
-        if w.is_inference() or hit is None or hit[0] != (w.data_ptr(), w._version, w.dtype): n += w.numel() * w.element_size()
-    return n
+    def current(m): return (key := _pack_key(m.weight)) is not None and _PACKED.get(m, (None,))[0] == key
+    return sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if type(m) is torch.nn.Linear and not current(m))
 
 def onednn_applies(model: torch.nn.Module, force: bool = False) -> bool:
     """Whether `onednn_linears` swaps this model's linears: a CPU model in the CPU's decoding dtype (`core.fast_dtype`: bf16

@@ -11,11 +11,13 @@ on sys.path; nothing in it shadows a package of the project venv (`build` checks
     python tools/upstream.py build      # make test does this (Makefile target `upstream`)
     python tools/upstream.py path
 
-Standard library only. The pins are what `pip install --dry-run --report` in the project venv chose for speculators'
+It runs in the project venv (after `make install`), so it takes the cache's place from eagle_nb.core. The pins are what `pip install --dry-run --report` in the project venv chose for speculators'
 declared dependencies less torch, torchvision and torchaudio (2026-12-07), with speculators itself, less fsspec: the dry run
 chose 2026.7.0 for datasets' `fsspec<=2026.7.0`, but the venv's 2026.9.0 comes first on sys.path, so the test imports it."""
 import hashlib, json, os, shutil, subprocess, sys, time
 from pathlib import Path
+
+from eagle_nb.core import home_dir
 
 PINS = ('speculators==0.9.0', 'hs-connectors==0.9.0', 'loguru==0.7.3', 'openai==3.63.0', 'datasets==5.1.0',
         'pydantic-settings==2.16.3', 'dill==0.4.1', 'jiter==0.19.0', 'multiprocess==0.70.19', 'pyarrow==26.0.1',
@@ -23,11 +25,6 @@ PINS = ('speculators==0.9.0', 'hs-connectors==0.9.0', 'loguru==0.7.3', 'openai==
         'aiohappyeyeballs==2.7.1', 'aiosignal==1.4.0', 'frozenlist==1.8.0', 'multidict==7.2.1', 'propcache==0.5.4',
         'yarl==1.25.1')
 CHECK = 'from speculators.models.eagle3 import Eagle3SpeculatorConfig, Eagle3DraftModel; import speculators; print(speculators.__file__)'
-
-
-def home_dir() -> Path:
-    "eagle_nb.core.home_dir, without importing eagle_nb."
-    return Path(os.environ.get('EAGLE_NB_HOME') or Path.home()/'.cache'/'eagle_nb').expanduser()
 
 
 def key() -> str: return hashlib.sha256(json.dumps(PINS).encode()).hexdigest()[:12]
