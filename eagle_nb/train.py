@@ -154,8 +154,8 @@ def ce_kernels(compiled: bool = False) -> tuple[Callable, Callable]:
                           guard(torch.compile(_ce_stats, dynamic=True), _ce_stats_eager))
     return _COMPILED['k']
 
-def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chunk, dtype, with_grad, compiled=False):
-    "Chunked soft cross entropy of `hidden @ weight.T` against `probs[target_rows]`; optionally its gradients."
+def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chunk, dtype, with_grad, compiled=False, weight_grad=True):
+    "Chunked soft cross entropy of `hidden @ weight.T` against `probs[target_rows]`; optionally its gradients (the weight's only with `weight_grad`)."
     M, H = hidden.shape
     grad_kernel, stats_kernel = ce_kernels(compiled)
     extra = pad_rows(M, hidden.device, training=with_grad)   # bucketed GEMM shapes, the rule of drafter.bucketed_linear
@@ -168,7 +168,7 @@ def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chun
     ce = torch.empty(M, dtype=torch.float32, device=hidden.device)
     correct = torch.empty(M, dtype=torch.bool, device=hidden.device)
     grad_h = torch.empty(M, H, dtype=hidden.dtype, device=hidden.device) if with_grad else None
-    grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=hidden.device) if with_grad else None
+    grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=hidden.device) if with_grad and weight_grad else None
     for a in range(0, M, chunk):
         b = min(a + chunk, M)
         h = hidden[a:b].to(dtype)                                          # (n, H)
@@ -176,7 +176,7 @@ def _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chun
         if with_grad:
             ce[a:b], correct[a:b], dz = grad_kernel(z, probs, target_rows[a:b], row_weight[a:b], target_argmax[a:b])
             grad_h[a:b] = dz @ W                                           # (n, H)
-            grad_w += (dz.T @ h).float()                                   # (Vd, H), fp32 accumulation over chunks
+            if grad_w is not None: grad_w += (dz.T @ h).float()            # (Vd, H), fp32 accumulation over chunks (a frozen head: skipped)
         else:
             ce[a:b], correct[a:b] = stats_kernel(z, probs, target_rows[a:b], target_argmax[a:b])
     if extra:
@@ -191,7 +191,8 @@ class _HeadCrossEntropy(torch.autograd.Function):
     def forward(ctx, hidden, weight, probs, target_rows, target_argmax, row_weight, chunk, dtype, compiled):
         with_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         with torch.autocast(hidden.device.type, enabled=False):
-            total, ce, correct, gh, gw = _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chunk, dtype, with_grad, compiled)
+            total, ce, correct, gh, gw = _head_ce(hidden, weight, probs, target_rows, target_argmax, row_weight, chunk, dtype, with_grad, compiled,
+                                                  weight_grad=ctx.needs_input_grad[1])
         ctx.save_for_backward(gh, gw.to(weight.dtype) if gw is not None else None)
         ctx.mark_non_differentiable(ce, correct)
         return total, ce, correct
@@ -563,6 +564,7 @@ class TrainConfig:
     chunk_rows: int = 0             # lm_head rows per loss chunk (0: auto, about 512 MB of logits and gradients)
     compile: bool = True            # torch.compile the fused softmax/CE/gradient kernel (about 2x on CPU; the first compile takes a minute)
     init_lm_head: str = 'target'    # 'target': start from the target's lm_head rows of the draft vocab (10_payoff), or 'random' (normal 0.02)
+    freeze_lm_head: bool = False    # keep the lm_head at the target's rows (needs init_lm_head 'target'): no weight gradient, no optimizer state for it
     init_layer: str = 'random'      # the drafter's layer: 'random' (normal 0.02), or 'target:N' / 'target:last' (attention's hidden half, MLP and norms from the target's layer N, the final norm from the target's)
     device: str = ''                # empty: CUDA when present, else CPU
     profile_steps: int = 0          # torch.profiler over this many steps after the first one; out/profile.txt lists the ops by self time (device and CPU)
@@ -604,6 +606,7 @@ class TrainConfig:
             if getattr(self, k) < 0: bad(f"{k}={getattr(self, k)} must be >= 0")
         if self.save_every < 1 or self.keep_checkpoints < 1: bad("save_every and keep_checkpoints must be >= 1")
         if self.init_lm_head not in ('random', 'target'): bad(f"init_lm_head={self.init_lm_head!r}; use 'random' or 'target'")
+        if self.freeze_lm_head and self.init_lm_head != 'target': bad(f"freeze_lm_head with init_lm_head={self.init_lm_head!r} would keep a random head; use init_lm_head 'target'")
         if not re.fullmatch(r'random|target:(last|\d+)', self.init_layer): bad(f"init_layer={self.init_layer!r}; use 'random', 'target:last' or 'target:N' (a target layer id)")
 
 
@@ -887,7 +890,7 @@ class TrainResult:
     tokens: int         # real tokens trained on in this process's run (not counting resumed-over steps)
 
 # fields that change the trajectory: a checkpoint only resumes a run with the same values
-_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'init_layer', 'ttt_steps', 'loss_decay', 'ttt_align', 'teacher_temp', 'steps', 'epochs', 'lr', 'warmup',
+_RESUME_FIELDS = ('data', 'target', 'draft_vocab_size', 'init_lm_head', 'freeze_lm_head', 'init_layer', 'ttt_steps', 'loss_decay', 'ttt_align', 'teacher_temp', 'steps', 'epochs', 'lr', 'warmup',
                   'min_lr_ratio', 'weight_decay', 'beta1', 'beta2', 'grad_clip', 'batch_tokens', 'batch_samples', 'micro_batches',
                   'max_len', 'eval_fraction', 'seed', 'amp')
 
@@ -973,6 +976,7 @@ def train(config: TrainConfig,
         drafter = Eagle3Drafter(dcfg, embed).set_vocab(d2t, t2d)
         if c.init_lm_head == 'target':
             with torch.no_grad(): drafter.lm_head.weight.copy_(head_w[token_ids].float())
+        if c.freeze_lm_head: drafter.lm_head.weight.requires_grad_(False)   # out of the optimizer; the loss skips its gradient
         if c.init_layer != 'random': init_layer_from_target(drafter, c.target or m['target']['name'], c.init_layer.split(':')[1])
         del head_w
         start, ckpts = 0, list_checkpoints(out) if c.resume else []
@@ -980,7 +984,7 @@ def train(config: TrainConfig,
         if ckpts:
             weights, state = read_checkpoint(ckpts[-1])
             was = state.get('config', {})
-            was = {'batch_samples': 0, 'ttt_align': 'off', 'teacher_temp': 1.0, 'init_layer': 'random', **was}   # checkpoints from before these fields trained as their defaults do
+            was = {'batch_samples': 0, 'ttt_align': 'off', 'teacher_temp': 1.0, 'init_layer': 'random', 'freeze_lm_head': False, **was}   # checkpoints from before these fields trained as their defaults do
             diff = [f"{k} ({was.get(k)!r} -> {getattr(c, k)!r})" for k in _RESUME_FIELDS if was.get(k) != getattr(c, k)]
             if state.get('store_fingerprint') != _store_fingerprint(m): diff.insert(0, 'the store' if not m.get('online') and not was.get('online') else 'the data (online dataset, target dtype, aux layers/dtype) or store')
             if diff:
