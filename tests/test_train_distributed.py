@@ -43,3 +43,12 @@ def test_fsdp_two_processes_match_one_and_resume(one_process, tmp_path):
     shutil.rmtree(ck/'step-00000004')
     train_cli(['--store', smoke_store(), *ARGS, '--fsdp', '--out', str(out)], torchrun=2)
     _same(one_process, out)
+
+@pytest.mark.slow   # two more launches (~40 s)
+def test_fsdp_with_a_frozen_head_matches_one_process(tmp_path):
+    "`--freeze-lm-head` under FSDP2: a frozen parameter among trained ones in the sharded module, the same end point as one process."
+    one, sharded = tmp_path/'one', tmp_path/'fsdp'
+    train_cli(['--store', smoke_store(), *ARGS, '--freeze-lm-head', '--out', str(one)])
+    train_cli(['--store', smoke_store(), *ARGS, '--freeze-lm-head', '--fsdp', '--out', str(sharded)], torchrun=2)
+    print('FSDP vs one process, frozen head, max |dw|:', _same(one, sharded))
+    assert torch.equal(load_weights(one)['lm_head.weight'], load_weights(sharded)['lm_head.weight'])
