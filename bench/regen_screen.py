@@ -14,8 +14,13 @@ first user turn, other parts of the same ShareGPT chat), are never used. Every s
 With --clean, two more arms on the conversations whose regenerated answer is not degenerate (the target looped, or hit
 --max-new-tokens): "regen-clean", and "orig-clean" with ShareGPT's answers to exactly those prompts, so that the pair
 compares the two kinds of answer without the loops.
+
+With --cut-loops, one more arm, "regen-cut": every conversation, each degenerate regenerated answer cut where its loop
+starts (`loop_start`; one copy of the repeated text kept), the others as they were: the target's answers as a generation
+that stopped as soon as it looped would have left them. The teacher is the target's own distribution at every position,
+so a cut answer trains on what the target predicts there. The JSON's "cut_loops" gives the regenerated tokens kept.
 """
-import argparse, json, subprocess, sys, time
+import argparse, json, re, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +86,41 @@ def write_subset(src: Path, ids: list[str], out: Path) -> int:
     return len(rows)
 
 
+def loop_start(text: str, n: int = 4, share: float = 0.8, min_grams: int = 12) -> int:
+    """Character offset where `text`'s loop starts: the first n-gram that repeats an earlier one and from which on at least
+    `share` of the n-grams (`min_grams` or more) repeat earlier ones; len(text) when there is none. Units as
+    `regenerate.repeated_ngram_fraction` counts them: words, or characters (4n-grams) in text with few spaces."""
+    units = [(m.start(), m.group()) for m in re.finditer(r'\S+', text)]
+    if len(units) * 8 < len(text): units, n = list(enumerate(text)), 4 * n
+    grams = [tuple(u for _, u in units[i:i + n]) for i in range(len(units) - n + 1)]
+    seen, rep = set(), []
+    for g in grams: rep.append(g in seen); seen.add(g)
+    tail = [0] * (len(rep) + 1)                                            # tail[i]: repeats among grams i..
+    for i in range(len(rep) - 1, -1, -1): tail[i] = tail[i + 1] + rep[i]
+    for i in range(len(rep) - min_grams + 1):
+        if rep[i] and tail[i] >= share * (len(rep) - i): return units[i][0]
+    return len(text)
+
+
+def cut_loops(regen: Path, out: Path, tokenizer) -> dict:
+    "WORK/regen-cut.jsonl: `regen`'s records with each degenerate answer cut at `loop_start`; the answers cut and tokens kept."
+    rows, cut, before, after = [], 0, 0, 0
+    for r in records(regen):
+        r = json.loads(json.dumps(r))
+        for t in r['regenerated']['turns']:
+            m = r['messages'][t['message_index']]
+            before += t['completion_tokens']
+            at = loop_start(m['content']) if t.get('degenerate') else len(m['content'])
+            if at < len(m['content']):
+                m['content'] = m['content'][:at].rstrip(); cut += 1
+                t['cut_at_loop'] = len(tokenizer(m['content'], add_special_tokens=False)['input_ids'])
+                after += t['cut_at_loop']
+            else: after += t['completion_tokens']
+        rows.append(r)
+    tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows), encoding='utf-8'); tmp.replace(out)
+    return dict(answers_cut=cut, completion_tokens=before, kept_tokens=after)
+
+
 def complete(d: Path) -> bool:
     m = d/'manifest.json'
     return m.exists() and bool(json.loads(m.read_text()).get('complete'))
@@ -104,6 +144,7 @@ def main():
     ap.add_argument('--replay-dataset', default='', help="its --dataset (default: --heldout-from)")
     ap.add_argument('--clean', action='store_true', help="two more arms on the conversations whose regenerated answer is not "
                     "degenerate (no loop, not cut at --max-new-tokens): 'regen-clean', and 'orig-clean' with ShareGPT's answers to the same prompts")
+    ap.add_argument('--cut-loops', action='store_true', help="one more arm, 'regen-cut': every degenerate regenerated answer cut where its loop starts")
     ap.add_argument('--json', default='')
     a = ap.parse_args()
     W = Path(a.work); W.mkdir(parents=True, exist_ok=True)
@@ -118,6 +159,15 @@ def main():
             if not src[n].exists(): write_subset(base, keep, src[n])
         clean = dict(conversations=len(keep), of=len(records(src['regen'])))
         print(f"clean arms: {clean['conversations']} of {clean['of']} conversations have no degenerate regenerated answer", flush=True)
+    cut = {}
+    if a.cut_loops:
+        src['regen-cut'] = W/'regen-cut.jsonl'
+        stats = W/'regen-cut.stats.json'
+        if not (src['regen-cut'].exists() and stats.exists()):
+            from eagle_nb.target import load_target
+            stats.write_text(json.dumps(cut_loops(src['regen'], src['regen-cut'], load_target(a.target, need=('config', 'tokenizer')).tokenizer)))
+        cut = json.loads(stats.read_text())
+        print(f"regen-cut: {cut['answers_cut']} answers cut where they loop; {cut['kept_tokens']:,} of {cut['completion_tokens']:,} regenerated tokens kept", flush=True)
     facts = {}
     for n, path in src.items():
         data, store, out = W/f'data-{n}', W/f'store-{n}', W/f's-{n}'
@@ -140,7 +190,7 @@ def main():
     subprocess.run([sys.executable, str(ROOT/'bench'/'replay_served.py'), '--dataset', a.replay_dataset or a.heldout_from, '--target', a.target,
                     '--limit', '16', '--max-new-tokens', '96', '--first', '8', '--work', a.replay_work, '--json', str(replay_json),
                     *[x for d in drafters for x in ('--drafter', d)]], check=True)
-    res = dict(command='python bench/regen_screen.py ' + ' '.join(sys.argv[1:]), settings=vars(a), data=facts, clean=clean,
+    res = dict(command='python bench/regen_screen.py ' + ' '.join(sys.argv[1:]), settings=vars(a), data=facts, clean=clean, cut_loops=cut,
                regenerate={k: rep.get(k) for k in ('conversations', 'completion_tokens', 'seconds', 'tokens_per_s', 'degenerate')},
                replay=json.loads(replay_json.read_text()))
     for n, f in facts.items():

@@ -40,3 +40,33 @@ def test_clean_arms_keep_the_same_prompts_without_degenerate_answers(tmp_path):
     assert regen_screen.write_subset(tmp_path/'regen.jsonl', keep, tmp_path/'rc.jsonl') == 2
     got = [json.loads(l) for l in (tmp_path/'rc.jsonl').read_text(encoding='utf-8').split('\n') if l]
     assert got[1]['messages'][1]['content'] == regen[2]['messages'][1]['content']
+
+
+def test_loop_start_finds_where_the_loop_begins():
+    "The first repeated n-gram from which on the text mostly repeats; one copy of the looping text is kept."
+    head, unit = "Jeff says hello to all of you. ", "The product is sold to clients, and it is fine. "
+    t = head + unit * 6
+    assert regen_screen.loop_start(t) == len(head + unit)
+    varied = ' '.join(f'w{i}' for i in range(200))
+    assert regen_screen.loop_start(varied) == len(varied)
+    # a phrase said twice in a varied answer is not a loop: most of what follows is new
+    twice = varied + ' the same four words ' + varied[:60] + ' the same four words ' + ' '.join(f'v{i}' for i in range(80))
+    assert regen_screen.loop_start(twice) == len(twice)
+    code = '{"a":' * 80                                                   # few spaces: character units, as repeated_ngram_fraction
+    assert regen_screen.loop_start('x = 1;' + code) == len('x = 1;{"a":')
+
+
+def test_cut_loops_cuts_only_degenerate_answers(tmp_path):
+    loop = "Intro text here. " + "It is a product that can be sold. " * 10
+    regen = [{'id': f'c{i}', 'messages': [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': text}],
+              'regenerated': {'turns': [{'message_index': 1, 'completion_tokens': ct, 'degenerate': why}]}}
+             for i, (text, why, ct) in enumerate([(loop, 'repetition', 90), (loop, None, 90), ('short answer', None, 3)])]
+    (tmp_path/'regen.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in regen))
+    class Tok:   # one token a word: enough to count what is kept
+        def __call__(self, text, add_special_tokens=False): return {'input_ids': text.split()}
+    stats = regen_screen.cut_loops(tmp_path/'regen.jsonl', tmp_path/'cut.jsonl', Tok())
+    got = [json.loads(l) for l in (tmp_path/'cut.jsonl').read_text().splitlines()]
+    assert got[0]['messages'][1]['content'] == "Intro text here. It is a product that can be sold."
+    assert got[0]['regenerated']['turns'][0]['cut_at_loop'] == 11
+    assert got[1]['messages'][1]['content'] == loop and got[2]['messages'][1]['content'] == 'short answer'   # not flagged: kept whole
+    assert stats == dict(answers_cut=1, completion_tokens=183, kept_tokens=11 + 90 + 3)
