@@ -16,11 +16,11 @@ With --clean, two more arms on the conversations whose regenerated answer is not
 compares the two kinds of answer without the loops.
 
 With --cut-loops, one more arm, "regen-cut": every conversation, each degenerate regenerated answer cut where its loop
-starts (`loop_start`; one copy of the repeated text kept), the others as they were: the target's answers as a generation
+starts (`eagle_nb.regenerate.loop_start`; one copy of the repeated text kept), the others as they were: the target's answers as a generation
 that stopped as soon as it looped would have left them. The teacher is the target's own distribution at every position,
 so a cut answer trains on what the target predicts there. The JSON's "cut_loops" gives the regenerated tokens kept.
 """
-import argparse, json, re, subprocess, sys, time
+import argparse, json, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,24 +86,9 @@ def write_subset(src: Path, ids: list[str], out: Path) -> int:
     return len(rows)
 
 
-def loop_start(text: str, n: int = 4, share: float = 0.8, min_grams: int = 12) -> int:
-    """Character offset where `text`'s loop starts: the first n-gram that repeats an earlier one and from which on at least
-    `share` of the n-grams (`min_grams` or more) repeat earlier ones; len(text) when there is none. Units as
-    `regenerate.repeated_ngram_fraction` counts them: words, or characters (4n-grams) in text with few spaces."""
-    units = [(m.start(), m.group()) for m in re.finditer(r'\S+', text)]
-    if len(units) * 8 < len(text): units, n = list(enumerate(text)), 4 * n
-    grams = [tuple(u for _, u in units[i:i + n]) for i in range(len(units) - n + 1)]
-    seen, rep = set(), []
-    for g in grams: rep.append(g in seen); seen.add(g)
-    tail = [0] * (len(rep) + 1)                                            # tail[i]: repeats among grams i..
-    for i in range(len(rep) - 1, -1, -1): tail[i] = tail[i + 1] + rep[i]
-    for i in range(len(rep) - min_grams + 1):
-        if rep[i] and tail[i] >= share * (len(rep) - i): return units[i][0]
-    return len(text)
-
-
 def cut_loops(regen: Path, out: Path, tokenizer) -> dict:
     "WORK/regen-cut.jsonl: `regen`'s records with each degenerate answer cut at `loop_start`; the answers cut and tokens kept."
+    from eagle_nb.regenerate import loop_start
     rows, cut, before, after = [], 0, 0, 0
     for r in records(regen):
         r = json.loads(json.dumps(r))

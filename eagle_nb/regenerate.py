@@ -4,7 +4,7 @@
 
 # %% ../nbs/00b_regenerate.ipynb #757b10fd
 from __future__ import annotations
-import argparse, hashlib, http.client, itertools, json, os, random, threading, time, types, urllib.parse
+import argparse, hashlib, http.client, itertools, json, os, random, re, threading, time, types, urllib.parse
 from concurrent.futures import ThreadPoolExecutor, wait, FIRST_COMPLETED
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -15,8 +15,8 @@ from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha25
 from .http import HttpFault, Retry, call_json
 
 # %% auto #0
-__all__ = ['MODES', 'FORMAT', 'answer_points', 'repeated_ngram_fraction', 'degenerate_reason', 'RegenerateConfig', 'turn_seed',
-           'end_of_turn_ids', 'Generation', 'HFBackend', 'OpenAIBackend', 'manifest_path', 'partial_path',
+__all__ = ['MODES', 'FORMAT', 'answer_points', 'repeated_ngram_fraction', 'degenerate_reason', 'loop_start', 'RegenerateConfig',
+           'turn_seed', 'end_of_turn_ids', 'Generation', 'HFBackend', 'OpenAIBackend', 'manifest_path', 'partial_path',
            'RegenerateReport', 'regenerate', 'target_facts', 'regenerate_main']
 
 # %% ../nbs/00b_regenerate.ipynb #f14d4c84
@@ -44,6 +44,21 @@ def degenerate_reason(text: str, finish_reason: str, max_repeat: float = 0.5, n:
     if finish_reason == 'length': return 'max_tokens'
     return None
 
+def loop_start(text: str, n: int = 4, share: float = 0.8, min_grams: int = 12) -> int:
+    """Character offset where `text`'s loop starts: the first n-gram that repeats an earlier one and from which on at least
+    `share` of the n-grams (`min_grams` or more) repeat earlier ones; len(text) when there is none. Units as
+    `repeated_ngram_fraction` counts them: words, or characters (4n-grams) in text with few spaces."""
+    units = [(m.start(), m.group()) for m in re.finditer(r'\S+', text)]
+    if len(units) * 8 < len(text): units, n = list(enumerate(text)), 4 * n
+    grams = [tuple(u for _, u in units[i:i + n]) for i in range(len(units) - n + 1)]
+    seen, rep = set(), []
+    for g in grams: rep.append(g in seen); seen.add(g)
+    tail = [0] * (len(rep) + 1)                                            # tail[i]: repeats among grams i..
+    for i in range(len(rep) - 1, -1, -1): tail[i] = tail[i + 1] + rep[i]
+    for i in range(len(rep) - min_grams + 1):
+        if rep[i] and tail[i] >= share * (len(rep) - i): return units[i][0]
+    return len(text)
+
 # %% ../nbs/00b_regenerate.ipynb #dea0fe36
 @dataclass
 class RegenerateConfig:
@@ -56,6 +71,7 @@ class RegenerateConfig:
     batch_size: int = 8  # hf: prompts per generate call; both: conversations per fsynced write
     max_prompt_tokens: int|None = None  # hf: longer prompts are not answered (default: context length - max_new_tokens)
     drop_degenerate: bool = False  # leave out conversations with an empty/whitespace/looping/truncated answer
+    cut_loops: bool = False  # cut a looping answer where its loop starts (`loop_start`, one copy kept) and keep it; its turn records cut_at_loop
     max_repeat: float = 0.5  # repeated 4-gram fraction above which an answer is 'repetition'
 
     def __post_init__(self):
@@ -76,6 +92,10 @@ def turn_seed(seed: int, conversation_id: str, turn: int) -> int:
     return int(hashlib.sha256(f'{seed}:{conversation_id}:{turn}'.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 # %% ../nbs/00b_regenerate.ipynb #57efb38c
+def _bad(turn: dict) -> bool:
+    "A degenerate answer that was not mended by cutting its loop off (`cut_loops`)."
+    return bool(turn['degenerate']) and 'cut_at_loop' not in turn
+
 class _Job:
     "One conversation being regenerated: the messages written so far and the user turns still to answer."
     def __init__(self, index: int, conv_id: str, messages: list[dict], mode: str):
@@ -103,16 +123,18 @@ class _Job:
         if gen.finish_reason not in ('stop', 'length'):  # 'prompt_too_long' or 'rejected'
             self.messages, self.stopped = self.messages[:self._rollback], gen.finish_reason
             return
-        why = degenerate_reason(gen.text, gen.finish_reason, cfg.max_repeat)
-        self.messages.append({'role': 'assistant', 'content': gen.text})
+        why, text = degenerate_reason(gen.text, gen.finish_reason, cfg.max_repeat), gen.text
+        at = loop_start(text) if cfg.cut_loops and why in ('repetition', 'max_tokens') else len(text)
+        if at < len(text): text = text[:at].rstrip()   # the loop cut off: what follows (a later turn too) sees one copy
+        self.messages.append({'role': 'assistant', 'content': text})
         self.turns.append(dict(message_index=len(self.messages) - 1, finish_reason=gen.finish_reason,
-                               completion_tokens=gen.completion_tokens, degenerate=why))
-        if why and cfg.drop_degenerate: self.stopped = 'degenerate'  # the conversation is dropped: stop spending tokens on it
+                               completion_tokens=gen.completion_tokens, degenerate=why, **({'cut_at_loop': at} if at < len(gen.text) else {})))
+        if _bad(self.turns[-1]) and cfg.drop_degenerate: self.stopped = 'degenerate'  # the conversation is dropped: stop spending tokens on it
 
     def entry(self, cfg: RegenerateConfig, meta: dict) -> dict:
         "This conversation's line in the progress log: status ('ok', 'dropped', 'skipped'), its turns and the record."
         e = dict(index=self.index, id=self.id, turns=self.turns)
-        bad = [t['degenerate'] for t in self.turns if t['degenerate']]
+        bad = [t['degenerate'] for t in self.turns if _bad(t)]
         if not self.turns: return dict(e, status='skipped', reason=self.stopped or 'no_user_turn')
         if bad and cfg.drop_degenerate: return dict(e, status='dropped', reason=bad[0])
         regen = dict(meta, turns=self.turns, truncated=len(self.turns) < len(self.points))
@@ -357,6 +379,7 @@ class RegenerateReport:
     turns: int = 0  # answered turns
     completion_tokens: int = 0
     degenerate: dict = field(default_factory=dict)  # reason -> answered turns
+    cut_at_loop: int = 0  # answers cut where their loop starts (cut_loops); counted in `degenerate` too
     resumed: int = 0  # conversations already finished in the progress log when this run started
     generated_tokens: int = 0  # tokens generated by this run
     seconds: float = 0.0  # this run
@@ -373,6 +396,7 @@ class RegenerateReport:
         if self.skipped: s += '; skipped ' + ', '.join(f'{k}={v}' for k, v in sorted(self.skipped.items()))
         if self.truncated: s += f"; truncated {self.truncated}"
         if self.degenerate: s += '; degenerate answers ' + ', '.join(f'{k}={v}' for k, v in sorted(self.degenerate.items()))
+        if self.cut_at_loop: s += f"; {self.cut_at_loop} cut where they loop"
         return s
 
     def to_dict(self) -> dict: return dict(asdict(self), tokens_per_s=round(self.tokens_per_s, 2))
@@ -433,7 +457,8 @@ def regenerate(conversations: Sequence,  # Conversations (or {'id', 'messages'} 
     cfg = config or RegenerateConfig()
     out = Path(out); log_path, man_path = partial_path(out), manifest_path(out)
     meta = dict(**backend.target_facts(), backend=backend.name, **cfg.sampling())
-    settings = dict(meta, source=source, max_prompt_tokens=cfg.max_prompt_tokens, drop_degenerate=cfg.drop_degenerate, max_repeat=cfg.max_repeat)
+    settings = dict(meta, source=source, max_prompt_tokens=cfg.max_prompt_tokens, drop_degenerate=cfg.drop_degenerate, max_repeat=cfg.max_repeat,
+                    **({'cut_loops': True} if cfg.cut_loops else {}))   # absent when off: earlier outputs and logs still match
     if overwrite:
         for p in (out, man_path, log_path): p.unlink(missing_ok=True)
     if out.exists() and not log_path.exists():
@@ -480,6 +505,7 @@ def _finish(entries: list[dict], out: Path, log_path: Path, man_path: Path, sett
         for t in e['turns']:
             rep.turns += 1; rep.completion_tokens += t['completion_tokens']
             if t['degenerate']: rep.degenerate[t['degenerate']] = rep.degenerate.get(t['degenerate'], 0) + 1
+            rep.cut_at_loop += 'cut_at_loop' in t
     with atomic_path(out) as tmp:
         with open(tmp, 'w', encoding='utf-8') as f:
             for e in entries:
@@ -524,13 +550,15 @@ def regenerate_main(argv: list[str]) -> int:
     ap.add_argument('--limit', type=int, help='only the first N conversations')
     ap.add_argument('--on-error', choices=['raise', 'skip'], help='bad input records (default: skip for sharegpt, raise for files)')
     ap.add_argument('--drop-degenerate', action='store_true', help='leave out conversations with empty/looping/truncated answers')
+    ap.add_argument('--cut-loops', action='store_true', help='cut a looping answer where its loop starts (one copy kept) and keep it')
     ap.add_argument('--device', help='hf: cuda or cpu (default: cuda when available)')
     ap.add_argument('--overwrite', action='store_true', help='start over even if OUT or its progress log exist')
     ap.add_argument('--json', action='store_true', help='print the report as JSON')
     ap.add_argument('--out', required=True, help='output JSONL (sidecar: OUT.manifest.json; progress log while running: OUT.partial)')
     a = ap.parse_args(argv)
     cfg = RegenerateConfig(mode=a.mode, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, seed=a.seed,
-                           batch_size=a.batch_size, max_prompt_tokens=a.max_prompt_tokens, drop_degenerate=a.drop_degenerate)
+                           batch_size=a.batch_size, max_prompt_tokens=a.max_prompt_tokens, drop_degenerate=a.drop_degenerate,
+                           cut_loops=a.cut_loops)
     if a.backend == 'hf':
         if a.url: raise EagleNbError("--url is for --backend openai")
         if not a.target: raise EagleNbError("--backend hf needs --target (smollm2-135m, tiny-<arch> or a model directory)")

@@ -42,20 +42,6 @@ def test_clean_arms_keep_the_same_prompts_without_degenerate_answers(tmp_path):
     assert got[1]['messages'][1]['content'] == regen[2]['messages'][1]['content']
 
 
-def test_loop_start_finds_where_the_loop_begins():
-    "The first repeated n-gram from which on the text mostly repeats; one copy of the looping text is kept."
-    head, unit = "Jeff says hello to all of you. ", "The product is sold to clients, and it is fine. "
-    t = head + unit * 6
-    assert regen_screen.loop_start(t) == len(head + unit)
-    varied = ' '.join(f'w{i}' for i in range(200))
-    assert regen_screen.loop_start(varied) == len(varied)
-    # a phrase said twice in a varied answer is not a loop: most of what follows is new
-    twice = varied + ' the same four words ' + varied[:60] + ' the same four words ' + ' '.join(f'v{i}' for i in range(80))
-    assert regen_screen.loop_start(twice) == len(twice)
-    code = '{"a":' * 80                                                   # few spaces: character units, as repeated_ngram_fraction
-    assert regen_screen.loop_start('x = 1;' + code) == len('x = 1;{"a":')
-
-
 def test_cut_loops_cuts_only_degenerate_answers(tmp_path):
     loop = "Intro text here. " + "It is a product that can be sold. " * 10
     regen = [{'id': f'c{i}', 'messages': [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': text}],

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest, torch
 from eagle_nb.core import EagleNbError, read_json
 from eagle_nb.target import tiny_target
-from eagle_nb.regenerate import (HFBackend, RegenerateConfig, regenerate, regenerate_main, end_of_turn_ids, manifest_path,
+from eagle_nb.regenerate import (HFBackend, RegenerateConfig, regenerate, regenerate_main, end_of_turn_ids, manifest_path, repeated_ngram_fraction,
                                  partial_path, turn_seed)
 
 
@@ -123,6 +123,25 @@ def test_degenerate_answers_counted_and_dropped(qwen, tmp_path):
     assert rep.turns == 5  # 'all' stops a conversation at its first degenerate answer when it will be dropped anyway
     assert (tmp_path/'d.jsonl').read_text() == ''
     assert read_json(manifest_path(tmp_path/'d.jsonl'))['report']['dropped'] == 5
+
+
+def test_looping_answers_cut_and_kept(qwen, tmp_path):
+    "cut_loops: the same looping answers cut where their loop starts and kept (drop_degenerate drops only those not cut); a resume with the other setting is refused."
+    cfg = RegenerateConfig(mode='all', max_new_tokens=40, drop_degenerate=True, cut_loops=True)
+    rep = regenerate(CONVS, HFBackend(qwen), tmp_path/'c.jsonl', cfg)
+    recs = [json.loads(l) for l in (tmp_path/'c.jsonl').read_text().splitlines()]
+    cut = [(r, t) for r in recs for t in r['regenerated']['turns'] if 'cut_at_loop' in t]
+    # without cut_loops all 5 are dropped (above); with it those whose loops were cut are written (the report also counts
+    # cuts in conversations dropped for a later answer that ran to the cap without looping)
+    assert rep.cut_at_loop >= len(cut) >= 3 and rep.written == len(recs) >= 1 and rep.written + rep.dropped == 5
+    for r, t in cut:
+        text = r['messages'][t['message_index']]['content']
+        assert t['degenerate'] in ('repetition', 'max_tokens') and len(text) <= t['cut_at_loop'] < 200
+        assert repeated_ngram_fraction(text) < 0.5                        # what is left does not loop
+    assert read_json(manifest_path(tmp_path/'c.jsonl'))['settings']['cut_loops'] is True
+    assert 'cut where they loop' in rep.summary()
+    with pytest.raises(EagleNbError, match='--overwrite'):
+        regenerate(CONVS, HFBackend(qwen), tmp_path/'c.jsonl', RegenerateConfig(mode='all', max_new_tokens=40, drop_degenerate=True))
 
 
 def test_prompts_too_long(qwen, tmp_path):
