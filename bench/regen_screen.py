@@ -87,7 +87,7 @@ def write_subset(src: Path, ids: list[str], out: Path) -> int:
 
 
 def cut_loops(regen: Path, out: Path, tokenizer) -> dict:
-    "WORK/regen-cut.jsonl: `regen`'s records with each degenerate answer cut at `loop_start`; the answers cut and tokens kept."
+    "WORK/regen-cut.jsonl: `regen`'s records with each looping answer cut at `loop_start` (as `eagle-nb regenerate --cut-loops` cuts while it generates); the answers cut and tokens kept."
     from eagle_nb.regenerate import loop_start
     rows, cut, before, after = [], 0, 0, 0
     for r in records(regen):
@@ -95,11 +95,12 @@ def cut_loops(regen: Path, out: Path, tokenizer) -> dict:
         for t in r['regenerated']['turns']:
             m = r['messages'][t['message_index']]
             before += t['completion_tokens']
-            at = loop_start(m['content']) if t.get('degenerate') else len(m['content'])
+            at = loop_start(m['content']) if t.get('degenerate') in ('repetition', 'max_tokens') else len(m['content'])   # as cut_loops does
             if at < len(m['content']):
                 m['content'] = m['content'][:at].rstrip(); cut += 1
-                t['cut_at_loop'] = len(tokenizer(m['content'], add_special_tokens=False)['input_ids'])
-                after += t['cut_at_loop']
+                t['cut_at_loop'] = at                                      # a character offset, as eagle-nb regenerate --cut-loops records it
+                t['kept_tokens'] = len(tokenizer(m['content'], add_special_tokens=False)['input_ids'])
+                after += t['kept_tokens']
             else: after += t['completion_tokens']
         rows.append(r)
     tmp = out.with_suffix('.tmp'); tmp.write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows), encoding='utf-8'); tmp.replace(out)

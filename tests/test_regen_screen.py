@@ -53,6 +53,7 @@ def test_cut_loops_cuts_only_degenerate_answers(tmp_path):
     stats = regen_screen.cut_loops(tmp_path/'regen.jsonl', tmp_path/'cut.jsonl', Tok())
     got = [json.loads(l) for l in (tmp_path/'cut.jsonl').read_text().splitlines()]
     assert got[0]['messages'][1]['content'] == "Intro text here. It is a product that can be sold."
-    assert got[0]['regenerated']['turns'][0]['cut_at_loop'] == 11
+    assert got[0]['regenerated']['turns'][0]['kept_tokens'] == 11
+    assert got[0]['regenerated']['turns'][0]['cut_at_loop'] == len(got[0]['messages'][1]['content']) + 1   # the space before the loop
     assert got[1]['messages'][1]['content'] == loop and got[2]['messages'][1]['content'] == 'short answer'   # not flagged: kept whole
     assert stats == dict(answers_cut=1, completion_tokens=183, kept_tokens=11 + 90 + 3)
