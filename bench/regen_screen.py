@@ -16,7 +16,7 @@ With --clean, two more arms on the conversations whose regenerated answer is not
 compares the two kinds of answer without the loops.
 
 With --cut-loops, one more arm, "regen-cut": every conversation, each degenerate regenerated answer cut where its loop
-starts (`eagle_nb.regenerate.loop_start`; one copy of the repeated text kept), the others as they were: the target's answers as a generation
+starts (`eagle_nb.regenerate.cut_loop`; one copy of the repeated text kept), the others as they were: the target's answers as a generation
 that stopped as soon as it looped would have left them. The teacher is the target's own distribution at every position,
 so a cut answer trains on what the target predicts there. The JSON's "cut_loops" gives the regenerated tokens kept.
 """
@@ -87,17 +87,16 @@ def write_subset(src: Path, ids: list[str], out: Path) -> int:
 
 
 def cut_loops(regen: Path, out: Path, tokenizer) -> dict:
-    "WORK/regen-cut.jsonl: `regen`'s records with each looping answer cut at `loop_start` (as `eagle-nb regenerate --cut-loops` cuts while it generates); the answers cut and tokens kept."
-    from eagle_nb.regenerate import loop_start
+    "WORK/regen-cut.jsonl: `regen`'s records with each looping answer cut by `cut_loop` (as `eagle-nb regenerate --cut-loops` cuts while it generates); the answers cut and tokens kept."
+    from eagle_nb.regenerate import cut_loop
     rows, cut, before, after = [], 0, 0, 0
     for r in records(regen):
-        r = json.loads(json.dumps(r))
         for t in r['regenerated']['turns']:
             m = r['messages'][t['message_index']]
             before += t['completion_tokens']
-            at = loop_start(m['content']) if t.get('degenerate') in ('repetition', 'max_tokens') else len(m['content'])   # as cut_loops does
-            if at < len(m['content']):
-                m['content'] = m['content'][:at].rstrip(); cut += 1
+            m['content'], at = cut_loop(m['content'], t.get('degenerate'))
+            if at is not None:
+                cut += 1
                 t['cut_at_loop'] = at                                      # a character offset, as eagle-nb regenerate --cut-loops records it
                 t['kept_tokens'] = len(tokenizer(m['content'], add_special_tokens=False)['input_ids'])
                 after += t['kept_tokens']

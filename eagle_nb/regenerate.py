@@ -15,9 +15,9 @@ from .core import EagleNbError, atomic_path, atomic_write_json, read_json, sha25
 from .http import HttpFault, Retry, call_json
 
 # %% auto #0
-__all__ = ['MODES', 'FORMAT', 'answer_points', 'repeated_ngram_fraction', 'degenerate_reason', 'loop_start', 'RegenerateConfig',
-           'turn_seed', 'end_of_turn_ids', 'Generation', 'HFBackend', 'OpenAIBackend', 'manifest_path', 'partial_path',
-           'RegenerateReport', 'regenerate', 'target_facts', 'regenerate_main']
+__all__ = ['MODES', 'FORMAT', 'answer_points', 'repeated_ngram_fraction', 'degenerate_reason', 'loop_start', 'cut_loop',
+           'RegenerateConfig', 'turn_seed', 'end_of_turn_ids', 'Generation', 'HFBackend', 'OpenAIBackend',
+           'manifest_path', 'partial_path', 'RegenerateReport', 'regenerate', 'target_facts', 'regenerate_main']
 
 # %% ../nbs/00b_regenerate.ipynb #f14d4c84
 MODES = ('last', 'all')
@@ -58,6 +58,11 @@ def loop_start(text: str, n: int = 4, share: float = 0.8, min_grams: int = 12) -
     for i in range(len(rep) - min_grams + 1):
         if rep[i] and tail[i] >= share * (len(rep) - i): return units[i][0]
     return len(text)
+
+def cut_loop(text: str, degenerate: str|None) -> tuple[str, int|None]:
+    "(the answer cut where its loop starts, the offset) for an answer `degenerate_reason` called looping or capped; else (text, None)."
+    at = loop_start(text) if degenerate in ('repetition', 'max_tokens') else len(text)
+    return (text[:at].rstrip(), at) if at < len(text) else (text, None)
 
 # %% ../nbs/00b_regenerate.ipynb #dea0fe36
 @dataclass
@@ -123,12 +128,11 @@ class _Job:
         if gen.finish_reason not in ('stop', 'length'):  # 'prompt_too_long' or 'rejected'
             self.messages, self.stopped = self.messages[:self._rollback], gen.finish_reason
             return
-        why, text = degenerate_reason(gen.text, gen.finish_reason, cfg.max_repeat), gen.text
-        at = loop_start(text) if cfg.cut_loops and why in ('repetition', 'max_tokens') else len(text)
-        if at < len(text): text = text[:at].rstrip()   # the loop cut off: what follows (a later turn too) sees one copy
+        why = degenerate_reason(gen.text, gen.finish_reason, cfg.max_repeat)
+        text, at = cut_loop(gen.text, why) if cfg.cut_loops else (gen.text, None)   # cut: what follows (a later turn too) sees one copy
         self.messages.append({'role': 'assistant', 'content': text})
         self.turns.append(dict(message_index=len(self.messages) - 1, finish_reason=gen.finish_reason,
-                               completion_tokens=gen.completion_tokens, degenerate=why, **({'cut_at_loop': at} if at < len(gen.text) else {})))
+                               completion_tokens=gen.completion_tokens, degenerate=why, **({'cut_at_loop': at} if at is not None else {})))
         if _bad(self.turns[-1]) and cfg.drop_degenerate: self.stopped = 'degenerate'  # the conversation is dropped: stop spending tokens on it
 
     def entry(self, cfg: RegenerateConfig, meta: dict) -> dict:
